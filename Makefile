@@ -1,0 +1,30 @@
+# The two commands a newcomer needs: `make run` and `make test`.
+SHELL := /bin/bash
+SWIFT ?= swift
+SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
+
+# Debian packages the build, the tests and the embedded database use.
+APT_PACKAGES := pkg-config libpq-dev libmicrohttpd-dev libssl-dev \
+	postgresql-15 postgresql-client-15 python3-yaml python3-venv
+
+.PHONY: deps build test
+deps:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "installing: $$missing"; \
+			DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+		else \
+			echo "missing Debian packages; run:"; \
+			echo "  sudo apt-get install -y $$missing"; \
+			exit 1; \
+		fi; \
+	fi
+
+build: deps
+	$(SWIFT) build $(SWIFT_FLAGS)
+
+test: deps
+	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
+	$(SWIFT) test --skip-build

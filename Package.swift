@@ -1,0 +1,89 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// No `.package(...)` dependencies: everything outside the toolchain comes from
+// Debian as a C library (libpq, libmicrohttpd, OpenSSL 3).
+let package = Package(
+    name: "wallet",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "wallet", targets: ["wallet"]),
+    ],
+    targets: [
+        // C shims: a module map and one header each. Only the adapter targets
+        // (Postgres, HTTPServer, Crypto) import them.
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
+        .systemLibrary(
+            name: "CMicroHTTPD",
+            pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"])]
+        ),
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+
+        // JSON-lines logging, shared by every layer below the service.
+        .target(name: "Logging"),
+
+        // Adapters.
+        .target(name: "Postgres", dependencies: ["CLibPQ", "Logging"]),
+        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Logging"]),
+        .target(name: "Crypto", dependencies: ["COpenSSL"]),
+
+        // Domain and service.
+        .target(name: "WalletCore"),
+        .target(
+            name: "AppStore",
+            dependencies: ["Crypto", "WalletCore"],
+            exclude: ["Embedded"],
+            plugins: ["EmbedFiles"]
+        ),
+        .target(
+            name: "WalletService",
+            dependencies: ["Postgres", "HTTPServer", "Crypto", "AppStore", "WalletCore", "Logging"],
+            exclude: ["Embedded"],
+            plugins: ["EmbedFiles"]
+        ),
+        .executableTarget(name: "wallet", dependencies: ["WalletService"]),
+
+        // Build-time embedding of run-time files (migrations, the OpenAPI
+        // document, the Apple root certificate), so the binary needs nothing
+        // beside it.
+        .executableTarget(name: "EmbedFilesTool"),
+        .plugin(name: "EmbedFiles", capability: .buildTool(), dependencies: ["EmbedFilesTool"]),
+
+        // Tests. Unit tests per target; WalletServiceTests is the integration
+        // suite that goes through the real server and a real PostgreSQL.
+        .target(
+            name: "TestSupport",
+            dependencies: ["Postgres", "HTTPServer", "Crypto", "WalletService"],
+            path: "Tests/TestSupport"
+        ),
+        .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"]),
+        .testTarget(name: "CryptoTests", dependencies: ["Crypto"]),
+        .testTarget(name: "AppStoreTests", dependencies: ["AppStore", "Crypto"]),
+        .testTarget(name: "WalletCoreTests", dependencies: ["WalletCore"]),
+        .testTarget(
+            name: "WalletServiceTests",
+            dependencies: ["WalletService", "Postgres", "HTTPServer", "Crypto", "AppStore", "WalletCore", "TestSupport"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
+
+// Strict checks for every target: Swift 6 mode already means complete
+// concurrency checking; these add the upcoming rules we want to hold to now.
+for target in package.targets where target.type != .system && target.type != .plugin {
+    var settings = target.swiftSettings ?? []
+    settings.append(.enableUpcomingFeature("ExistentialAny"))
+    settings.append(.enableUpcomingFeature("InternalImportsByDefault"))
+    settings.append(.enableUpcomingFeature("MemberImportVisibility"))
+    target.swiftSettings = settings
+}
