@@ -1,0 +1,207 @@
+public import Foundation
+
+/// A Swift value that can be sent as a text-format bind parameter.
+public protocol PostgresEncodable: Sendable {
+    /// The PostgreSQL text representation; nil is SQL NULL.
+    var postgresText: String? { get }
+}
+
+/// A Swift value that can be read from a text-format result column.
+public protocol PostgresDecodable {
+    init(postgresText text: String) throws(PostgresError)
+}
+
+extension String: PostgresEncodable, PostgresDecodable {
+    public var postgresText: String? { self }
+    public init(postgresText text: String) { self = text }
+}
+
+extension Substring: PostgresEncodable {
+    public var postgresText: String? { String(self) }
+}
+
+extension Int: PostgresEncodable, PostgresDecodable {
+    public var postgresText: String? { String(self) }
+    public init(postgresText text: String) throws(PostgresError) {
+        guard let value = Int(text) else { throw .undecodable(text, as: "Int") }
+        self = value
+    }
+}
+
+extension Int64: PostgresEncodable, PostgresDecodable {
+    public var postgresText: String? { String(self) }
+    public init(postgresText text: String) throws(PostgresError) {
+        guard let value = Int64(text) else { throw .undecodable(text, as: "Int64") }
+        self = value
+    }
+}
+
+extension Int32: PostgresEncodable, PostgresDecodable {
+    public var postgresText: String? { String(self) }
+    public init(postgresText text: String) throws(PostgresError) {
+        guard let value = Int32(text) else { throw .undecodable(text, as: "Int32") }
+        self = value
+    }
+}
+
+extension Double: PostgresEncodable, PostgresDecodable {
+    public var postgresText: String? { String(self) }
+    public init(postgresText text: String) throws(PostgresError) {
+        guard let value = Double(text) else { throw .undecodable(text, as: "Double") }
+        self = value
+    }
+}
+
+extension Bool: PostgresEncodable, PostgresDecodable {
+    public var postgresText: String? { self ? "t" : "f" }
+    public init(postgresText text: String) throws(PostgresError) {
+        switch text {
+        case "t", "true": self = true
+        case "f", "false": self = false
+        default: throw .undecodable(text, as: "Bool")
+        }
+    }
+}
+
+/// `bytea`, in PostgreSQL's hex format (`\x0a1b…`).
+public struct ByteA: Hashable, Sendable, PostgresEncodable, PostgresDecodable {
+    public var bytes: [UInt8]
+
+    public init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    public var postgresText: String? {
+        var text = "\\x"
+        text.reserveCapacity(2 + bytes.count * 2)
+        for byte in bytes {
+            text.unicodeScalars.append(hexDigits[Int(byte >> 4)])
+            text.unicodeScalars.append(hexDigits[Int(byte & 0x0F)])
+        }
+        return text
+    }
+
+    public init(postgresText text: String) throws(PostgresError) {
+        let utf8 = Array(text.utf8)
+        guard utf8.count >= 2, utf8[0] == UInt8(ascii: "\\"), utf8[1] == UInt8(ascii: "x"), utf8.count % 2 == 0 else {
+            throw .undecodable("bytea", as: "ByteA")
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity((utf8.count - 2) / 2)
+        var index = 2
+        while index < utf8.count {
+            guard let high = hexValue(utf8[index]), let low = hexValue(utf8[index + 1]) else {
+                throw .undecodable("bytea", as: "ByteA")
+            }
+            bytes.append(high << 4 | low)
+            index += 2
+        }
+        self.bytes = bytes
+    }
+}
+
+/// A one-dimensional array parameter (`text[]`, `bigint[]`, …), sent as an
+/// array literal with every element quoted, so no element can break out.
+extension Array: PostgresEncodable where Element: PostgresEncodable {
+    public var postgresText: String? {
+        var text = "{"
+        for (index, element) in enumerated() {
+            if index > 0 { text += "," }
+            guard let value = element.postgresText else {
+                text += "NULL"
+                continue
+            }
+            text += "\""
+            for character in value.unicodeScalars {
+                if character == "\"" || character == "\\" { text += "\\" }
+                text.unicodeScalars.append(character)
+            }
+            text += "\""
+        }
+        return text + "}"
+    }
+}
+
+extension Optional: PostgresEncodable where Wrapped: PostgresEncodable {
+    public var postgresText: String? {
+        switch self {
+        case .none: nil
+        case .some(let value): value.postgresText
+        }
+    }
+}
+
+extension Date: PostgresDecodable {
+    /// Reads `timestamptz` text as the server prints it with `TimeZone=UTC`
+    /// (`2026-12-02 10:53:14.123456+00`). Prefer formatting in SQL when the
+    /// text goes to a client unchanged.
+    public init(postgresText text: String) throws(PostgresError) {
+        guard let date = parseTimestamp(text) else { throw .undecodable(text, as: "Date") }
+        self = date
+    }
+}
+
+private let hexDigits: [Unicode.Scalar] = Array("0123456789abcdef".unicodeScalars)
+
+private func hexValue(_ byte: UInt8) -> UInt8? {
+    switch byte {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+    case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+    default: nil
+    }
+}
+
+private func parseTimestamp(_ text: String) -> Date? {
+    // yyyy-mm-dd hh:mm:ss[.ffffff](+|-)hh[:mm]
+    let scalars = Array(text.utf8)
+    func number(_ range: Range<Int>) -> Int? {
+        guard range.upperBound <= scalars.count else { return nil }
+        var value = 0
+        for index in range {
+            let digit = Int(scalars[index]) - 48
+            guard (0...9).contains(digit) else { return nil }
+            value = value * 10 + digit
+        }
+        return value
+    }
+    guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+          let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19)
+    else { return nil }
+    var index = 19
+    var fraction = 0.0
+    if index < scalars.count, scalars[index] == UInt8(ascii: ".") {
+        index += 1
+        var scale = 0.1
+        while index < scalars.count, let digit = number(index..<(index + 1)) {
+            fraction += Double(digit) * scale
+            scale /= 10
+            index += 1
+        }
+    }
+    var offsetSeconds = 0
+    if index < scalars.count {
+        let sign = scalars[index] == UInt8(ascii: "-") ? -1 : 1
+        guard let hours = number((index + 1)..<(index + 3)) else { return nil }
+        var minutes = 0
+        if index + 5 < scalars.count + 1, index + 3 < scalars.count, scalars[index + 3] == UInt8(ascii: ":") {
+            minutes = number((index + 4)..<(index + 6)) ?? 0
+        }
+        offsetSeconds = sign * (hours * 3600 + minutes * 60)
+    }
+    var components = DateComponents()
+    components.year = year
+    components.month = month
+    components.day = day
+    components.hour = hour
+    components.minute = minute
+    components.second = second
+    var calendar = Calendar(identifier: .gregorian)
+    calendar.timeZone = TimeZone(secondsFromGMT: 0)!
+    guard let base = calendar.date(from: components) else { return nil }
+    return base.addingTimeInterval(fraction - Double(offsetSeconds))
+}
+
+extension PostgresError {
+    static func undecodable(_ text: String, as type: String) -> PostgresError {
+        PostgresError(kind: .decoding, serverMessage: "cannot decode a \(text.count)-character value as \(type)")
+    }
+}

@@ -1,0 +1,213 @@
+public import Foundation
+public import Logging
+
+/// A bounded pool of connections.
+///
+/// - At most `maximumConnections` exist; `acquire` waits up to
+///   `acquireTimeoutMilliseconds` for one and then fails with `.poolTimeout`.
+/// - A connection found broken is closed and replaced by a new one on a later
+///   acquire. When one breaks, the idle ones made before it are dropped too:
+///   after a server restart they are all dead.
+/// - Connections are made lazily, outside the lock.
+public final class ConnectionPool: Sendable {
+    public struct Configuration: Sendable {
+        public var connection: Connection.Options
+        public var maximumConnections: Int = 8
+        public var acquireTimeoutMilliseconds: Int = 5_000
+        /// Attempts for `withTransaction` when PostgreSQL reports a
+        /// serialization failure or a deadlock.
+        public var transactionAttemptsMax: Int = 5
+
+        public init(connection: Connection.Options) {
+            self.connection = connection
+        }
+    }
+
+    public struct Statistics: Sendable, Equatable {
+        public var open: Int
+        public var inUse: Int
+        public var waiting: Int
+        public var maximum: Int
+        /// Connections found broken since the pool started.
+        public var broken: Int
+    }
+
+    private struct State {
+        var idle: [Connection] = []
+        var open = 0
+        var inUse = 0
+        var waiting = 0
+        var broken = 0
+        var generation: UInt64 = 0
+        var closed = false
+    }
+
+    public let configuration: Configuration
+    private let logger: Logger
+    private let condition = NSCondition()
+    // Guarded by `condition`.
+    nonisolated(unsafe) private var state = State()
+
+    public init(configuration: Configuration, logger: Logger) {
+        precondition(configuration.maximumConnections > 0)
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    public var statistics: Statistics {
+        condition.lock()
+        defer { condition.unlock() }
+        return Statistics(open: state.open, inUse: state.inUse, waiting: state.waiting,
+                          maximum: configuration.maximumConnections, broken: state.broken)
+    }
+
+    /// Takes a connection, waiting until `deadline` at most.
+    public func acquire(deadline: Date? = nil) throws(PostgresError) -> Connection {
+        let deadline = deadline ?? Date(timeIntervalSinceNow: Double(configuration.acquireTimeoutMilliseconds) / 1000)
+        condition.lock()
+        state.waiting += 1
+        while true {
+            if state.closed {
+                state.waiting -= 1
+                condition.unlock()
+                throw PostgresError(kind: .poolClosed)
+            }
+            if let connection = state.idle.popLast() {
+                state.waiting -= 1
+                state.inUse += 1
+                condition.unlock()
+                return connection
+            }
+            if state.open < configuration.maximumConnections {
+                state.waiting -= 1
+                state.open += 1
+                state.inUse += 1
+                let generation = state.generation
+                condition.unlock()
+                do {
+                    return try Connection(options: configuration.connection, generation: generation)
+                } catch {
+                    condition.lock()
+                    state.open -= 1
+                    state.inUse -= 1
+                    condition.signal()
+                    condition.unlock()
+                    throw error
+                }
+            }
+            if !condition.wait(until: deadline) {
+                state.waiting -= 1
+                condition.unlock()
+                throw PostgresError(kind: .poolTimeout)
+            }
+        }
+    }
+
+    /// Gives a connection back. A broken one, or one left inside a
+    /// transaction by a failed caller, is closed instead of reused.
+    public func release(_ connection: Connection) {
+        var reusable = !connection.isBroken
+        if reusable, connection.isInTransaction {
+            // A caller bailed out mid-transaction; never hand that state on.
+            do { try connection.execute("ROLLBACK") } catch { reusable = false }
+        }
+        condition.lock()
+        state.inUse -= 1
+        if reusable, !state.closed, connection.generation >= state.generation {
+            state.idle.append(connection)
+            condition.signal()
+            condition.unlock()
+            return
+        }
+        state.open -= 1
+        var dropped: [Connection] = [connection]
+        if connection.isBroken {
+            state.broken += 1
+            // Everything made before this failure is suspect.
+            state.generation += 1
+            dropped += state.idle
+            state.open -= state.idle.count
+            state.idle.removeAll()
+        }
+        condition.broadcast()
+        condition.unlock()
+        for stale in dropped { stale.close() }
+    }
+
+    /// Runs `body` with a connection and gives it back, whatever happens.
+    public func withConnection<T>(deadline: Date? = nil, _ body: (Connection) throws -> T) throws -> T {
+        let connection = try acquire(deadline: deadline)
+        defer { release(connection) }
+        return try body(connection)
+    }
+
+    /// Runs `body` inside BEGIN … COMMIT on one connection.
+    ///
+    /// Serialization failures and deadlocks re-run the whole transaction, up
+    /// to `transactionAttemptsMax` times. A connection that turns out dead at
+    /// BEGIN is replaced, because nothing has run yet. Other failures roll
+    /// back and are rethrown; a failure in BEGIN, COMMIT or ROLLBACK says so
+    /// in `PostgresError.kind`.
+    public func withTransaction<T>(deadline: Date? = nil, _ body: (Connection) throws -> T) throws -> T {
+        var attempt = 0
+        while true {
+            attempt += 1
+            let connection = try acquire(deadline: deadline)
+            defer { release(connection) }
+            do {
+                try connection.execute("BEGIN")
+            } catch {
+                if error.kind == .connection, attempt <= configuration.maximumConnections { continue }
+                throw PostgresError(kind: .transaction(.begin), sqlState: error.sqlState, serverMessage: error.serverMessage)
+            }
+            let value: T
+            do {
+                value = try body(connection)
+            } catch let error as PostgresError {
+                rollback(connection)
+                if let state = error.sqlState, state.isRetryableTransactionFailure,
+                   attempt < configuration.transactionAttemptsMax {
+                    logger.debug("retrying transaction", ["db.sqlstate": state.code, "db.attempt": String(attempt)])
+                    continue
+                }
+                throw error
+            } catch {
+                rollback(connection)
+                throw error
+            }
+            do {
+                try connection.execute("COMMIT")
+            } catch {
+                if let state = error.sqlState, state.isRetryableTransactionFailure,
+                   attempt < configuration.transactionAttemptsMax {
+                    continue
+                }
+                if error.kind == .connection { throw error }
+                throw PostgresError(kind: .transaction(.commit), sqlState: error.sqlState, serverMessage: error.serverMessage)
+            }
+            return value
+        }
+    }
+
+    private func rollback(_ connection: Connection) {
+        guard !connection.isBroken else { return }
+        do {
+            try connection.execute("ROLLBACK")
+        } catch {
+            logger.warning("rollback failed", ["db.error": error.debugDescription])
+        }
+    }
+
+    /// Closes idle connections and refuses new acquires. Connections in use
+    /// are closed as they come back.
+    public func shutdown() {
+        condition.lock()
+        state.closed = true
+        let idle = state.idle
+        state.open -= idle.count
+        state.idle.removeAll()
+        condition.broadcast()
+        condition.unlock()
+        for connection in idle { connection.close() }
+    }
+}

@@ -1,0 +1,98 @@
+/// An error from PostgreSQL or from the way to it.
+///
+/// `description` is deliberately generic: server messages can carry values
+/// (a duplicate key, a parameter), so they stay in `debugDescription`, which
+/// goes to the log and never to a client.
+public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    public enum Kind: Sendable, Equatable {
+        /// The server answered a statement with an error; `sqlState` says which.
+        case server
+        /// The connection could not be made, or broke. The statement may or may not have run.
+        case connection
+        /// The pool had no connection to give before the deadline.
+        case poolTimeout
+        /// The pool is shut down.
+        case poolClosed
+        /// A value in a row could not be decoded to the asked type.
+        case decoding
+        /// `withTransaction` failed at a step other than the body.
+        case transaction(TransactionStep)
+    }
+
+    public enum TransactionStep: String, Sendable {
+        case begin, body, commit, rollback
+    }
+
+    public var kind: Kind
+    /// The five-character SQLSTATE, when the server sent one.
+    public var sqlState: SQLState?
+    /// The server's message and details, for logs only.
+    public var serverMessage: String
+    /// The name of the violated constraint, when there is one.
+    public var constraint: String?
+
+    public init(kind: Kind, sqlState: SQLState? = nil, serverMessage: String = "", constraint: String? = nil) {
+        self.kind = kind
+        self.sqlState = sqlState
+        self.serverMessage = serverMessage
+        self.constraint = constraint
+    }
+
+    /// True when the database could not be reached or the connection broke:
+    /// the caller may answer "unavailable" and retry later.
+    public var isUnavailable: Bool {
+        switch kind {
+        case .connection, .poolTimeout, .poolClosed: return true
+        default: return sqlState?.isUnavailable ?? false
+        }
+    }
+
+    public var description: String {
+        switch kind {
+        case .server: "PostgreSQL error \(sqlState?.code ?? "?????")"
+        case .connection: "PostgreSQL connection error"
+        case .poolTimeout: "no PostgreSQL connection available in time"
+        case .poolClosed: "the PostgreSQL pool is closed"
+        case .decoding: "a PostgreSQL value could not be decoded"
+        case .transaction(let step): "PostgreSQL transaction failed at \(step.rawValue)"
+        }
+    }
+
+    public var debugDescription: String {
+        var text = description
+        if !serverMessage.isEmpty { text += ": " + serverMessage }
+        if let constraint { text += " (constraint \(constraint))" }
+        return text
+    }
+}
+
+/// A PostgreSQL SQLSTATE code. The ones the service acts on are named here.
+public struct SQLState: Hashable, Sendable, CustomStringConvertible {
+    public let code: String
+
+    public init(_ code: String) { self.code = code }
+
+    public static let uniqueViolation = SQLState("23505")
+    public static let checkViolation = SQLState("23514")
+    public static let foreignKeyViolation = SQLState("23503")
+    public static let serializationFailure = SQLState("40001")
+    public static let deadlockDetected = SQLState("40P01")
+    public static let queryCanceled = SQLState("57014")
+    public static let adminShutdown = SQLState("57P01")
+    public static let crashShutdown = SQLState("57P02")
+    public static let cannotConnectNow = SQLState("57P03")
+    public static let lockNotAvailable = SQLState("55P03")
+    public static let raiseException = SQLState("P0001")
+
+    /// Class 08 (connection exception) and the shutdown states of class 57.
+    public var isUnavailable: Bool {
+        code.hasPrefix("08") || self == .adminShutdown || self == .crashShutdown || self == .cannotConnectNow
+    }
+
+    /// Worth running the whole transaction again.
+    public var isRetryableTransactionFailure: Bool {
+        self == .serializationFailure || self == .deadlockDetected
+    }
+
+    public var description: String { code }
+}

@@ -1,0 +1,58 @@
+/// A SQL statement and its bind parameters.
+///
+/// Built by string interpolation, every interpolated value becomes a `$n`
+/// parameter, so no value is ever spliced into SQL text:
+///
+///     let query: PostgresQuery = "SELECT balance FROM wallet.wallets WHERE user_id = \(userID)"
+///
+/// Text that must be SQL (identifiers chosen by code, never by callers) needs
+/// the explicit `unsafeSQL:` label.
+public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation, CustomStringConvertible {
+    public var sql: String
+    public var parameters: [String?]
+
+    public init(unsafeSQL sql: String, parameters: [String?] = []) {
+        self.sql = sql
+        self.parameters = parameters
+    }
+
+    public init(stringLiteral value: String) {
+        self.init(unsafeSQL: value)
+    }
+
+    public init(stringInterpolation: StringInterpolation) {
+        self.init(unsafeSQL: stringInterpolation.sql, parameters: stringInterpolation.parameters)
+    }
+
+    /// The SQL text only: parameters are never printed.
+    public var description: String { sql }
+
+    public struct StringInterpolation: StringInterpolationProtocol {
+        var sql = ""
+        var parameters: [String?] = []
+
+        public init(literalCapacity: Int, interpolationCount: Int) {
+            sql.reserveCapacity(literalCapacity + interpolationCount * 3)
+            parameters.reserveCapacity(interpolationCount)
+        }
+
+        public mutating func appendLiteral(_ literal: String) {
+            sql += literal
+        }
+
+        public mutating func appendInterpolation(_ value: some PostgresEncodable) {
+            parameters.append(value.postgresText)
+            sql += "$\(parameters.count)"
+        }
+
+        public mutating func appendInterpolation(_ value: (some PostgresEncodable)?) {
+            parameters.append(value?.postgresText)
+            sql += "$\(parameters.count)"
+        }
+
+        /// Splices SQL text. Only for text chosen by code, never by a caller.
+        public mutating func appendInterpolation(unsafeSQL text: String) {
+            sql += text
+        }
+    }
+}

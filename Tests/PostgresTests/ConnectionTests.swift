@@ -1,0 +1,74 @@
+import Foundation
+import Postgres
+import Testing
+import TestSupport
+
+@Suite(.timeLimit(.minutes(2)))
+struct ConnectionTests {
+    @Test func bindParametersCarryValuesNeverSQL() throws {
+        let connection = try Connection(options: try TestDatabase.make())
+        try connection.execute("CREATE TABLE t (name TEXT)")
+        let hostile = "x'); DROP TABLE t; --"
+        try connection.query("INSERT INTO t (name) VALUES (\(hostile))")
+        let rows = try connection.query("SELECT name, count(*) OVER () FROM t")
+        #expect(rows.count == 1)
+        #expect(try rows[0].decode(String.self, at: 0) == hostile)
+    }
+
+    @Test func decodesTypedValues() throws {
+        let connection = try Connection(options: try TestDatabase.make())
+        let row = try #require(try connection.query("""
+            SELECT \(Int64.max)::bigint AS big, \(true)::boolean AS yes, NULL::text AS nothing,
+                   \(ByteA([0, 1, 254, 255]))::bytea AS bytes, \(["a\"b", "c\\d", "e,f"])::text[] AS list,
+                   '2026-12-02 10:53:14.25+00'::timestamptz AS at
+            """).single)
+        #expect(try row.decode(Int64.self, column: "big") == Int64.max)
+        #expect(try row.decode(Bool.self, column: "yes"))
+        #expect(try row.decodeIfPresent(String.self, column: "nothing") == nil)
+        #expect(try row.decode(ByteA.self, column: "bytes").bytes == [0, 1, 254, 255])
+        #expect(row["list"] == #"{"a\"b","c\\d","e,f"}"#)
+        #expect(try row.decode(Date.self, column: "at") == Date(timeIntervalSince1970: 1_796_208_794.25))
+        #expect(throws: PostgresError.self) { try row.decode(Int64.self, column: "nothing") }
+    }
+
+    @Test func serverErrorsCarrySQLStateAndAGenericDescription() throws {
+        let connection = try Connection(options: try TestDatabase.make())
+        try connection.execute("CREATE TABLE u (id INT PRIMARY KEY)")
+        try connection.query("INSERT INTO u VALUES (\(1))")
+        let error = try #require(throws: PostgresError.self) {
+            try connection.query("INSERT INTO u VALUES (\(1))")
+        }
+        #expect(error.sqlState == .uniqueViolation)
+        #expect(error.constraint == "u_pkey")
+        #expect(error.description == "PostgreSQL error 23505")
+        #expect(!error.description.contains("(id)=(1)"))
+        #expect(error.debugDescription.contains("duplicate key"))
+        #expect(!connection.isBroken)
+    }
+
+    @Test func preparedStatementsAreReused() throws {
+        let connection = try Connection(options: try TestDatabase.make())
+        for value in 1...5 {
+            let row = try #require(try connection.prepared("SELECT \(value)::int + 1").single)
+            #expect(try row.decode(Int.self, at: 0) == value + 1)
+        }
+        let prepared = try connection.query("SELECT count(*) FROM pg_prepared_statements")
+        #expect(try prepared[0].decode(Int.self, at: 0) == 1)
+    }
+
+    @Test func statementTimeoutIsEnforced() throws {
+        var options = try TestDatabase.make()
+        options.statementTimeoutMilliseconds = 100
+        let connection = try Connection(options: options)
+        let error = try #require(throws: PostgresError.self) { try connection.execute("SELECT pg_sleep(5)") }
+        #expect(error.sqlState == .queryCanceled)
+    }
+
+    @Test func unreachableServerIsAConnectionError() throws {
+        var options = Connection.Options(conninfo: "host=/nonexistent-wallet-socket-dir port=5432 dbname=x")
+        options.connectTimeoutSeconds = 2
+        let error = try #require(throws: PostgresError.self) { try Connection(options: options) }
+        #expect(error.kind == .connection)
+        #expect(error.isUnavailable)
+    }
+}

@@ -1,0 +1,86 @@
+import Foundation
+import Logging
+import Postgres
+import Synchronization
+import Testing
+import TestSupport
+
+@Suite(.timeLimit(.minutes(2)))
+struct MigratorTests {
+    let logger = Logger(label: "test", level: .error, sink: .discard)
+
+    @Test func appliesInNumberOrderOnceEach() throws {
+        let options = try TestDatabase.makeEmpty()
+        let files = [
+            (name: "0002_add_column.sql", sql: "ALTER TABLE things ADD COLUMN label TEXT;"),
+            (name: "0001_create.sql", sql: "CREATE TABLE things (id INT PRIMARY KEY); INSERT INTO things VALUES (1);"),
+        ]
+        let migrator = try Migrator(files: files, logger: logger)
+        let connection = try Connection(options: options)
+        #expect(try migrator.migrate(connection: connection) == ["0001_create.sql", "0002_add_column.sql"])
+        #expect(try migrator.migrate(connection: connection) == [])
+        let count = try connection.query("SELECT count(*) FROM things")[0].decode(Int.self, at: 0)
+        #expect(count == 1)
+    }
+
+    @Test func aChangedAppliedFileIsRefusedByName() throws {
+        let options = try TestDatabase.makeEmpty()
+        let connection = try Connection(options: options)
+        try Migrator(files: [("0001_a.sql", "CREATE TABLE a (id INT);")], logger: logger).migrate(connection: connection)
+        let changed = try Migrator(files: [("0001_a.sql", "CREATE TABLE a (id BIGINT);")], logger: logger)
+        let error = try #require(throws: Migrator.MigrationError.self) { try changed.migrate(connection: connection) }
+        #expect(error == .checksumMismatch(file: "0001_a.sql"))
+        #expect(error.description.contains("0001_a.sql"))
+    }
+
+    @Test func aFailingMigrationLeavesNoTrace() throws {
+        let options = try TestDatabase.makeEmpty()
+        let connection = try Connection(options: options)
+        let migrator = try Migrator(files: [
+            ("0001_ok.sql", "CREATE TABLE ok (id INT);"),
+            ("0002_bad.sql", "CREATE TABLE half (id INT); SELECT no_such_function();"),
+        ], logger: logger)
+        #expect(throws: PostgresError.self) { try migrator.migrate(connection: connection) }
+        let tables = try connection.query("SELECT count(*) FROM pg_tables WHERE tablename IN ('ok', 'half')")
+        #expect(try tables[0].decode(Int.self, at: 0) == 1)
+        let recorded = try connection.query("SELECT name FROM schema_migrations ORDER BY version")
+        #expect(recorded.map { $0[0] } == ["0001_ok.sql"])
+    }
+
+    @Test func badNamesAndDuplicateVersionsAreRefused() throws {
+        #expect(throws: Migrator.MigrationError.badFileName("1_x.sql")) {
+            try Migrator(files: [("1_x.sql", "")], logger: logger)
+        }
+        #expect(throws: Migrator.MigrationError.badFileName("0001_Bad-Name.sql")) {
+            try Migrator(files: [("0001_Bad-Name.sql", "")], logger: logger)
+        }
+        #expect(throws: Migrator.MigrationError.duplicateVersion(1)) {
+            try Migrator(files: [("0001_a.sql", ""), ("0001_b.sql", "")], logger: logger)
+        }
+    }
+
+    @Test func concurrentMigratorsApplyEachFileOnce() throws {
+        let options = try TestDatabase.makeEmpty()
+        // Each migration appends to a log table; a double application would show.
+        var files = [(name: "0001_log.sql", sql: "CREATE TABLE log (version INT); INSERT INTO log VALUES (1);")]
+        for version in 2...6 {
+            files.append((String(format: "%04d_step.sql", version),
+                          "SELECT pg_sleep(0.05); INSERT INTO log VALUES (\(version));"))
+        }
+        let migrator = try Migrator(files: files, logger: logger)
+        let appliedCounts = Mutex<[Int]>([])
+        runOnThreads(6) { _ in
+            do {
+                let applied = try migrator.migrate(connection: try Connection(options: options))
+                appliedCounts.withLock { $0.append(applied.count) }
+            } catch {
+                appliedCounts.withLock { $0.append(-1) }
+            }
+        }
+        let counts = appliedCounts.withLock { $0 }.sorted()
+        #expect(counts == [0, 0, 0, 0, 0, 6])
+        let connection = try Connection(options: options)
+        let log = try connection.query("SELECT version FROM log ORDER BY version").map { $0[0] }
+        #expect(log == ["1", "2", "3", "4", "5", "6"])
+    }
+}

@@ -1,0 +1,25 @@
+import Foundation
+
+/// Runs `body(index)` on `count` dedicated threads at once and waits for all
+/// of them, at most `timeoutSeconds`. Dispatch's shared pools cap concurrency
+/// at the number of cores, which would hide the races these tests look for;
+/// real threads do not.
+/// Returns false if some thread was still running at the deadline.
+@discardableResult
+public func runOnThreads(_ count: Int, timeoutSeconds: Double = 60, _ body: @escaping @Sendable (Int) -> Void) -> Bool {
+    let group = DispatchGroup()
+    let start = DispatchSemaphore(value: 0)
+    for index in 0..<count {
+        group.enter()
+        let thread = Thread {
+            start.wait()
+            body(index)
+            group.leave()
+        }
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+    // Release them together so they really overlap.
+    for _ in 0..<count { start.signal() }
+    return group.wait(timeout: .now() + timeoutSeconds) == .success
+}
