@@ -1,0 +1,68 @@
+/// Everything a request can fail with, in the domain's words. The service
+/// maps each case to an HTTP problem in exactly one place.
+public enum WalletError: Error, Sendable, Equatable {
+    /// Fields that failed validation, each with a message.
+    case validationFailed([FieldError])
+    case malformedJSON(detail: String)
+    case idempotencyKeyRequired(detail: String)
+    case unsupportedMediaType
+    case unauthorized
+    case forbidden(required: Scope)
+    case notFound(detail: String)
+    /// The balance is below the amount; `balance` is the current balance.
+    case insufficientFunds(balance: Int64)
+    /// The flowNO is already credited to another user, product or quantity.
+    case flowNoConflict
+    case unknownProduct(String)
+    /// The caller's amount differs from catalog × quantity.
+    case amountMismatch(expected: Int64)
+    /// The idempotency key was used before for a different request.
+    case idempotencyKeyReused
+    /// App Store evidence did not hold; `reason` is a stable code.
+    case verificationFailed(reason: String, detail: String)
+    /// Apple could not be asked right now.
+    case verificationUnavailable
+    /// PostgreSQL cannot be reached; retry after a moment.
+    case databaseUnavailable
+}
+
+public struct FieldError: Sendable, Equatable, Codable {
+    public var field: String
+    public var message: String
+
+    public init(field: String, message: String) {
+        self.field = field
+        self.message = message
+    }
+}
+
+/// What an API key may do.
+public enum Scope: String, Sendable, CaseIterable, Codable, Comparable {
+    /// POST /v1/credits
+    case credit
+    /// POST /v1/debits
+    case debit
+    /// GET wallets, entries and credits
+    case read
+    /// Everything.
+    case admin
+
+    public static func < (lhs: Scope, rhs: Scope) -> Bool {
+        allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
+    }
+}
+
+/// The caller of a request: the API key's name and what it may do.
+public struct APIClient: Sendable, Equatable {
+    public let name: String
+    public let scopes: Set<Scope>
+
+    public init(name: String, scopes: Set<Scope>) {
+        self.name = name
+        self.scopes = scopes
+    }
+
+    public func allows(_ scope: Scope) -> Bool {
+        scopes.contains(scope) || scopes.contains(.admin)
+    }
+}
