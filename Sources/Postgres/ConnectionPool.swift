@@ -148,7 +148,9 @@ public final class ConnectionPool: Sendable {
     /// BEGIN is replaced, because nothing has run yet. Other failures roll
     /// back and are rethrown; a failure in BEGIN, COMMIT or ROLLBACK says so
     /// in `PostgresError.kind`.
-    public func withTransaction<T>(deadline: Date? = nil, _ body: (Connection) throws -> T) throws -> T {
+    public func withTransaction<T>(deadline: Date? = nil, attemptsMax: Int? = nil,
+                                   _ body: (Connection) throws -> T) throws -> T {
+        let attemptsMax = attemptsMax ?? configuration.transactionAttemptsMax
         var attempt = 0
         while true {
             attempt += 1
@@ -166,7 +168,7 @@ public final class ConnectionPool: Sendable {
             } catch let error as PostgresError {
                 rollback(connection)
                 if let state = error.sqlState, state.isRetryableTransactionFailure,
-                   attempt < configuration.transactionAttemptsMax {
+                   attempt < attemptsMax {
                     logger.debug("retrying transaction", ["db.sqlstate": state.code, "db.attempt": String(attempt)])
                     continue
                 }
@@ -178,8 +180,7 @@ public final class ConnectionPool: Sendable {
             do {
                 try connection.execute("COMMIT")
             } catch {
-                if let state = error.sqlState, state.isRetryableTransactionFailure,
-                   attempt < configuration.transactionAttemptsMax {
+                if let state = error.sqlState, state.isRetryableTransactionFailure, attempt < attemptsMax {
                     continue
                 }
                 if error.kind == .connection { throw error }

@@ -24,6 +24,8 @@ public enum WalletError: Error, Sendable, Equatable {
     case verificationUnavailable
     /// PostgreSQL cannot be reached; retry after a moment.
     case databaseUnavailable
+    /// Too much work is queued; retry after a moment.
+    case overloaded
 }
 
 public struct FieldError: Sendable, Equatable, Codable {

@@ -1,0 +1,253 @@
+public import Logging
+import Foundation
+
+/// The service's settings, read once from the environment (and a few flags)
+/// and validated. A malformed value stops start-up with a message that names
+/// the variable.
+public struct Configuration: Sendable {
+    /// How a credit request's purchase is vouched for.
+    public enum CreditVerification: String, Sendable, CaseIterable {
+        /// A StoreKit 2 signed transaction (JWS), verified offline.
+        case appStoreJWS = "appstore-jws"
+        /// A StoreKit 1 receipt, verified with Apple's verifyReceipt.
+        case appStoreReceipt = "appstore-receipt"
+        /// The calling app backend vouches for the purchase.
+        case caller
+    }
+
+    public struct Listen: Sendable, Equatable {
+        public var host: String
+        public var port: UInt16
+    }
+
+    /// nil means the embedded development database under `dataDirectory`.
+    public var databaseURL: String?
+    public var listen = Listen(host: "127.0.0.1", port: 8080)
+    public var dataDirectory = "./.wallet"
+    public var databasePoolSize = 8
+    public var httpThreads = 8
+    public var logLevel: Logger.Level = .info
+    public var migrateOnStart = true
+
+    public var idempotencyRetentionHours = 168
+    public var creditVerification: Set<CreditVerification> = [.caller]
+
+    public var maxBodyBytes = 1 << 20
+    public var maxHeaderBytes = 16 << 10
+    public var maxConnections = 1024
+    public var idleTimeoutSeconds = 30
+    public var requestTimeoutSeconds = 10
+
+    /// Group commit: database writers, and the most operations in one batch.
+    public var writers = 4
+    public var batchOperationsMax = 256
+
+    public var apple = Apple()
+
+    public struct Apple: Sendable {
+        public var bundleIDs: [String] = []
+        /// PEM or DER files; empty means the shipped Apple Root CA - G3.
+        public var rootCertificatePaths: [String] = []
+        public var environments: [String] = ["Production"]
+        public var appAppleID: Int64?
+        public var accountTokenNamespace: String?
+        public var requireAccountToken = false
+        public var verifyReceiptURL = "https://buy.itunes.apple.com/verifyReceipt"
+        public var verifyReceiptSandboxURL = "https://sandbox.itunes.apple.com/verifyReceipt"
+        public var sharedSecret: String?
+        public var verifyReceiptTimeoutSeconds = 10
+    }
+
+    public init() {}
+
+    public var usesEmbeddedDatabase: Bool { databaseURL == nil }
+
+    public struct ConfigurationError: Error, CustomStringConvertible, Equatable {
+        public let variable: String
+        public let message: String
+
+        public var description: String { "\(variable): \(message)" }
+    }
+
+    /// Reads the configuration. `flags` holds command-line values that win
+    /// over the environment (`--database-url`, `--listen`, `--data-dir`,
+    /// `--no-migrate`).
+    public static func load(environment: [String: String], flags: [String: String] = [:]) throws(ConfigurationError) -> Configuration {
+        var reader = Reader(environment: environment, flags: flags)
+        var configuration = Configuration()
+        configuration.databaseURL = reader.string("WALLET_DATABASE_URL", flag: "database-url")
+        if let listen = reader.string("WALLET_LISTEN", flag: "listen") {
+            configuration.listen = try parseListen(listen, variable: reader.lastName)
+        }
+        configuration.dataDirectory = reader.string("WALLET_DATA_DIR", flag: "data-dir") ?? configuration.dataDirectory
+        configuration.databasePoolSize = try reader.integer("WALLET_DB_POOL_SIZE", in: 1...512) ?? configuration.databasePoolSize
+        configuration.httpThreads = try reader.integer("WALLET_HTTP_THREADS", in: 1...1024) ?? configuration.httpThreads
+        if let level = reader.string("WALLET_LOG_LEVEL") {
+            guard let parsed = Logger.Level(name: level) else {
+                throw ConfigurationError(variable: "WALLET_LOG_LEVEL", message: "must be one of debug, info, warning, error")
+            }
+            configuration.logLevel = parsed
+        }
+        configuration.migrateOnStart = flags["no-migrate"] == nil
+        configuration.idempotencyRetentionHours = try reader.integer("WALLET_IDEMPOTENCY_RETENTION_HOURS", in: 1...87_600)
+            ?? configuration.idempotencyRetentionHours
+
+        configuration.maxBodyBytes = try reader.integer("WALLET_MAX_BODY_BYTES", in: 1_024...(64 << 20)) ?? configuration.maxBodyBytes
+        configuration.maxHeaderBytes = try reader.integer("WALLET_MAX_HEADER_BYTES", in: 1_024...(1 << 20)) ?? configuration.maxHeaderBytes
+        configuration.maxConnections = try reader.integer("WALLET_MAX_CONNECTIONS", in: 1...65_536) ?? configuration.maxConnections
+        configuration.idleTimeoutSeconds = try reader.integer("WALLET_IDLE_TIMEOUT_SECONDS", in: 1...3_600) ?? configuration.idleTimeoutSeconds
+        configuration.requestTimeoutSeconds = try reader.integer("WALLET_REQUEST_TIMEOUT_SECONDS", in: 1...600)
+            ?? configuration.requestTimeoutSeconds
+        configuration.writers = try reader.integer("WALLET_WRITERS", in: 1...64) ?? configuration.writers
+        configuration.batchOperationsMax = try reader.integer("WALLET_BATCH_MAX", in: 1...4_096) ?? configuration.batchOperationsMax
+
+        // Apple.
+        configuration.apple.bundleIDs = reader.list("WALLET_APPLE_BUNDLE_ID") ?? []
+        configuration.apple.rootCertificatePaths = reader.list("WALLET_APPLE_ROOT_CERTS") ?? []
+        if let environments = reader.list("WALLET_APPLE_ENVIRONMENTS") {
+            for environment in environments where !["Production", "Sandbox"].contains(environment) {
+                throw ConfigurationError(
+                    variable: "WALLET_APPLE_ENVIRONMENTS",
+                    message: "\(environment) is not allowed; use Production and/or Sandbox (Xcode and LocalTesting are never accepted)")
+            }
+            configuration.apple.environments = environments
+        }
+        if let appleID = reader.string("WALLET_APPLE_APP_APPLE_ID") {
+            guard let value = Int64(appleID), value > 0 else {
+                throw ConfigurationError(variable: "WALLET_APPLE_APP_APPLE_ID", message: "must be a positive integer")
+            }
+            configuration.apple.appAppleID = value
+        }
+        if let namespace = reader.string("WALLET_APPLE_ACCOUNT_TOKEN_NAMESPACE") {
+            guard UUIDText.isValid(namespace) else {
+                throw ConfigurationError(variable: "WALLET_APPLE_ACCOUNT_TOKEN_NAMESPACE", message: "must be a UUID")
+            }
+            configuration.apple.accountTokenNamespace = namespace.lowercased()
+        }
+        configuration.apple.requireAccountToken = try reader.boolean("WALLET_APPLE_REQUIRE_ACCOUNT_TOKEN") ?? false
+        if configuration.apple.requireAccountToken, configuration.apple.accountTokenNamespace == nil {
+            throw ConfigurationError(variable: "WALLET_APPLE_REQUIRE_ACCOUNT_TOKEN",
+                                     message: "needs WALLET_APPLE_ACCOUNT_TOKEN_NAMESPACE to be set")
+        }
+        configuration.apple.verifyReceiptURL = try reader.url("WALLET_APPLE_VERIFY_RECEIPT_URL") ?? configuration.apple.verifyReceiptURL
+        configuration.apple.verifyReceiptSandboxURL = try reader.url("WALLET_APPLE_VERIFY_RECEIPT_SANDBOX_URL")
+            ?? configuration.apple.verifyReceiptSandboxURL
+        configuration.apple.sharedSecret = reader.string("WALLET_APPLE_SHARED_SECRET")
+
+        // Credit verification: App Store JWS alone for a real deployment,
+        // the caller's word on the development database.
+        if let modes = reader.list("WALLET_CREDIT_VERIFICATION") {
+            var parsed: Set<CreditVerification> = []
+            for mode in modes {
+                guard let value = CreditVerification(rawValue: mode) else {
+                    throw ConfigurationError(variable: "WALLET_CREDIT_VERIFICATION",
+                                             message: "\(mode) is not one of appstore-jws, appstore-receipt, caller")
+                }
+                parsed.insert(value)
+            }
+            guard !parsed.isEmpty else {
+                throw ConfigurationError(variable: "WALLET_CREDIT_VERIFICATION", message: "must name at least one mode")
+            }
+            configuration.creditVerification = parsed
+        } else {
+            configuration.creditVerification = configuration.usesEmbeddedDatabase ? [.caller] : [.appStoreJWS]
+        }
+        if !configuration.creditVerification.isDisjoint(with: [.appStoreJWS, .appStoreReceipt]),
+           configuration.apple.bundleIDs.isEmpty {
+            throw ConfigurationError(variable: "WALLET_APPLE_BUNDLE_ID",
+                                     message: "must be set when WALLET_CREDIT_VERIFICATION includes an App Store mode")
+        }
+        return configuration
+    }
+
+    static func parseListen(_ text: String, variable: String) throws(ConfigurationError) -> Listen {
+        guard let colon = text.lastIndex(of: ":"),
+              let port = UInt16(text[text.index(after: colon)...]) else {
+            throw ConfigurationError(variable: variable, message: "must be host:port, such as 127.0.0.1:8080")
+        }
+        var host = String(text[..<colon])
+        if host.isEmpty { host = "0.0.0.0" }
+        guard IPv4Text.isValid(host) || host == "localhost" else {
+            throw ConfigurationError(variable: variable, message: "host must be an IPv4 address or localhost")
+        }
+        return Listen(host: host == "localhost" ? "127.0.0.1" : host, port: port)
+    }
+
+    /// Reads variables, remembering the name of the last one for messages.
+    private struct Reader {
+        let environment: [String: String]
+        let flags: [String: String]
+        var lastName = ""
+
+        init(environment: [String: String], flags: [String: String]) {
+            self.environment = environment
+            self.flags = flags
+        }
+
+        mutating func string(_ name: String, flag: String? = nil) -> String? {
+            if let flag, let value = flags[flag] {
+                lastName = "--" + flag
+                return value
+            }
+            lastName = name
+            guard let value = environment[name]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+            return value
+        }
+
+        mutating func integer(_ name: String, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int? {
+            guard let text = string(name) else { return nil }
+            guard let value = Int(text), range.contains(value) else {
+                throw ConfigurationError(variable: name,
+                                         message: "must be an integer from \(range.lowerBound) to \(range.upperBound)")
+            }
+            return value
+        }
+
+        mutating func boolean(_ name: String) throws(ConfigurationError) -> Bool? {
+            guard let text = string(name) else { return nil }
+            switch text.lowercased() {
+            case "true", "1", "yes": return true
+            case "false", "0", "no": return false
+            default: throw ConfigurationError(variable: name, message: "must be true or false")
+            }
+        }
+
+        mutating func list(_ name: String) -> [String]? {
+            guard let text = string(name) else { return nil }
+            return text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        }
+
+        mutating func url(_ name: String) throws(ConfigurationError) -> String? {
+            guard let text = string(name) else { return nil }
+            guard text.hasPrefix("https://") || text.hasPrefix("http://") else {
+                throw ConfigurationError(variable: name, message: "must be an http or https URL")
+            }
+            return text
+        }
+    }
+}
+
+enum IPv4Text {
+    static func isValid(_ text: String) -> Bool {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts.allSatisfy { part in
+            !part.isEmpty && part.count <= 3 && part.allSatisfy(\.isASCII) && UInt8(part) != nil
+        }
+    }
+}
+
+enum UUIDText {
+    static func isValid(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        guard bytes.count == 36 else { return false }
+        for (index, byte) in bytes.enumerated() {
+            if [8, 13, 18, 23].contains(index) {
+                guard byte == UInt8(ascii: "-") else { return false }
+            } else {
+                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                    || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte | 0x20) else { return false }
+            }
+        }
+        return true
+    }
+}

@@ -1,0 +1,214 @@
+import Foundation
+import Logging
+import Postgres
+import Synchronization
+import WalletCore
+
+/// Group commit: credits and debits are queued to a small fixed set of
+/// database writers and applied in batches, one transaction per batch.
+///
+/// - A wallet's operations always go to the same writer (a stable hash of
+///   the user id), so batches never contend on a wallet row.
+/// - A writer takes whatever is queued, up to `batchOperationsMax`, with no
+///   timer: an idle writer runs a batch of one at once.
+/// - Results are handed back only after COMMIT; every answer is durable.
+/// - If a batch fails as a whole (a deadlock with another writer on a unique
+///   index, or an unexpected error), its operations are retried one at a
+///   time, each in its own transaction, to isolate the bad one.
+final class GroupCommit: Sendable {
+    enum Operation: Sendable {
+        case credit(LedgerStore.CreditOperation)
+        case debit(LedgerStore.DebitOperation)
+
+        var userID: UserID {
+            switch self {
+            case .credit(let credit): credit.userID
+            case .debit(let debit): debit.userID
+            }
+        }
+    }
+
+    enum Outcome: Sendable {
+        case credit(LedgerStore.CreditResult)
+        case debit(LedgerStore.DebitResult)
+    }
+
+    typealias Completion = @Sendable (Result<Outcome, any Error>) -> Void
+
+    struct Overloaded: Error {}
+
+    private struct Item: Sendable {
+        var operation: Operation
+        var deadline: ContinuousClock.Instant
+        var completion: Completion
+    }
+
+    private final class Writer: Sendable {
+        struct State {
+            var queue: [Item] = []
+            var stopping = false
+        }
+
+        let index: Int
+        let condition = NSCondition()
+        nonisolated(unsafe) var state = State()  // guarded by `condition`
+        let stopped = DispatchSemaphore(value: 0)
+
+        init(index: Int) {
+            self.index = index
+        }
+    }
+
+    private let writers: [Writer]
+    private let pool: ConnectionPool
+    private let batchOperationsMax: Int
+    private let queueDepthMax: Int
+    private let metrics: Metrics
+    private let logger: Logger
+
+    init(writerCount: Int, batchOperationsMax: Int, queueDepthMax: Int = 4_096,
+         pool: ConnectionPool, metrics: Metrics, logger: Logger) {
+        precondition(writerCount > 0 && batchOperationsMax > 0)
+        writers = (0..<writerCount).map(Writer.init)
+        self.pool = pool
+        self.batchOperationsMax = batchOperationsMax
+        self.queueDepthMax = queueDepthMax
+        self.metrics = metrics
+        self.logger = logger
+        for writer in writers {
+            let thread = Thread { [self] in run(writer) }
+            thread.name = "wallet-writer-\(writer.index)"
+            thread.start()
+        }
+    }
+
+    /// Operations waiting, over all writers.
+    var queueDepth: Int {
+        writers.reduce(0) { total, writer in
+            writer.condition.lock()
+            defer { writer.condition.unlock() }
+            return total + writer.state.queue.count
+        }
+    }
+
+    /// Queues an operation. `completion` runs on a writer thread once the
+    /// batch holding it has committed (or failed), or at once with
+    /// `Overloaded` when the writer's queue is full.
+    func submit(_ operation: Operation, deadline: ContinuousClock.Instant, completion: @escaping Completion) {
+        let writer = writers[Int(Self.stableHash(operation.userID.rawValue) % UInt64(writers.count))]
+        writer.condition.lock()
+        guard !writer.state.stopping, writer.state.queue.count < queueDepthMax else {
+            writer.condition.unlock()
+            completion(.failure(Overloaded()))
+            return
+        }
+        writer.state.queue.append(Item(operation: operation, deadline: deadline, completion: completion))
+        writer.condition.signal()
+        writer.condition.unlock()
+    }
+
+    /// Runs what is queued, then stops the writers. Waits at most `timeoutSeconds`.
+    func shutdown(timeoutSeconds: Double) {
+        for writer in writers {
+            writer.condition.lock()
+            writer.state.stopping = true
+            writer.condition.broadcast()
+            writer.condition.unlock()
+        }
+        let deadline = DispatchTime.now() + timeoutSeconds
+        for writer in writers {
+            _ = writer.stopped.wait(timeout: deadline)
+        }
+    }
+
+    /// FNV-1a: stable across runs and processes, unlike `Hasher`.
+    static func stableHash(_ text: String) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+        return hash
+    }
+
+    private func run(_ writer: Writer) {
+        while true {
+            writer.condition.lock()
+            while writer.state.queue.isEmpty && !writer.state.stopping {
+                _ = writer.condition.wait(until: Date(timeIntervalSinceNow: 1))
+            }
+            if writer.state.queue.isEmpty && writer.state.stopping {
+                writer.condition.unlock()
+                writer.stopped.signal()
+                return
+            }
+            let take = min(writer.state.queue.count, batchOperationsMax)
+            let batch = Array(writer.state.queue.prefix(take))
+            writer.state.queue.removeFirst(take)
+            writer.condition.unlock()
+            apply(batch)
+        }
+    }
+
+    private func apply(_ items: [Item]) {
+        // An operation whose caller has given up is answered without running.
+        let now = ContinuousClock.now
+        var live: [Item] = []
+        live.reserveCapacity(items.count)
+        for item in items {
+            if item.deadline < now {
+                item.completion(.failure(WalletError.databaseUnavailable))
+            } else {
+                live.append(item)
+            }
+        }
+        guard !live.isEmpty else { return }
+        do {
+            // A whole batch is not re-run on a deadlock: its operations go
+            // one at a time instead, which cannot deadlock with each other.
+            let outcomes = try applyInOneTransaction(live, attemptsMax: 1)
+            for (item, outcome) in zip(live, outcomes) { item.completion(.success(outcome)) }
+        } catch let error as PostgresError where error.isUnavailable {
+            metrics.countDatabaseError(error)
+            for item in live { item.completion(.failure(error)) }
+        } catch {
+            if let error = error as? PostgresError { metrics.countDatabaseError(error) }
+            guard live.count > 1 else {
+                live[0].completion(.failure(error))
+                return
+            }
+            logger.warning("batch failed; applying its operations one at a time",
+                           ["batch.size": String(live.count), "error": String(reflecting: error)])
+            for item in live {
+                do {
+                    let outcome = try applyInOneTransaction([item], attemptsMax: nil)[0]
+                    item.completion(.success(outcome))
+                } catch {
+                    if let error = error as? PostgresError { metrics.countDatabaseError(error) }
+                    item.completion(.failure(error))
+                }
+            }
+        }
+    }
+
+    /// One transaction: all credits of the batch, then all debits, so a
+    /// wallet topped up and spent in the same batch sees the coins.
+    private func applyInOneTransaction(_ items: [Item], attemptsMax: Int?) throws -> [Outcome] {
+        var credits: [(position: Int, operation: LedgerStore.CreditOperation)] = []
+        var debits: [(position: Int, operation: LedgerStore.DebitOperation)] = []
+        for (position, item) in items.enumerated() {
+            switch item.operation {
+            case .credit(let credit): credits.append((position, credit))
+            case .debit(let debit): debits.append((position, debit))
+            }
+        }
+        let deadline = Date(timeIntervalSinceNow: 5)
+        let (creditResults, debitResults) = try pool.withTransaction(deadline: deadline, attemptsMax: attemptsMax) { connection in
+            (credits.isEmpty ? [] : try LedgerStore.credit(credits.map(\.operation), on: connection),
+             debits.isEmpty ? [] : try LedgerStore.debit(debits.map(\.operation), on: connection))
+        }
+        if !credits.isEmpty { metrics.observeBatch(operation: "credit", size: credits.count) }
+        if !debits.isEmpty { metrics.observeBatch(operation: "debit", size: debits.count) }
+        var outcomes = [Outcome?](repeating: nil, count: items.count)
+        for (entry, result) in zip(credits, creditResults) { outcomes[entry.position] = .credit(result) }
+        for (entry, result) in zip(debits, debitResults) { outcomes[entry.position] = .debit(result) }
+        return outcomes.map { $0! }
+    }
+}

@@ -1,0 +1,190 @@
+import Foundation
+import Postgres
+import WalletCore
+
+/// The service's SQL, in one place. Handlers never build SQL; they call
+/// these methods, which call the `wallet.*` functions the admin scripts
+/// share. Every value travels as a bind parameter.
+struct LedgerStore: Sendable {
+    // MARK: Credits
+
+    struct CreditOperation: Sendable {
+        var client: String
+        var flowNo: FlowNumber
+        var userID: UserID
+        var productID: ProductID
+        var quantity: Quantity
+        /// The amount the caller claimed, if it sent one; checked, never used.
+        var claimedAmount: Int64?
+        var source: Configuration.CreditVerification
+        var environment: String?
+    }
+
+    enum CreditOutcome: String, Sendable {
+        case credited, replayed
+        case flowNoConflict = "flow_no_conflict"
+        case unknownProduct = "unknown_product"
+        case amountMismatch = "amount_mismatch"
+        case revoked
+    }
+
+    struct CreditResult: Sendable {
+        var outcome: CreditOutcome
+        /// The function's JSON answer: `{"credit", "balance"}` or `{"code", …}`.
+        var body: String
+    }
+
+    static func credit(_ operations: [CreditOperation], on connection: Connection) throws -> [CreditResult] {
+        let rows = try connection.prepared("""
+            SELECT ord, outcome, body::text FROM wallet.credit_many(
+                \(operations.map(\.client))::text[], \(operations.map(\.flowNo.rawValue))::text[],
+                \(operations.map(\.userID.rawValue))::text[], \(operations.map(\.productID.rawValue))::text[],
+                \(operations.map { Int32($0.quantity.value) })::integer[], \(operations.map(\.claimedAmount))::bigint[],
+                \(operations.map(\.source.rawValue))::text[], \(operations.map(\.environment))::text[])
+            ORDER BY ord
+            """)
+        guard rows.count == operations.count else { throw StoreError.unexpectedRowCount(rows.count, operations.count) }
+        return try rows.map { row in
+            let outcomeText = try row.decode(String.self, at: 1)
+            guard let outcome = CreditOutcome(rawValue: outcomeText) else { throw StoreError.unknownOutcome(outcomeText) }
+            return CreditResult(outcome: outcome, body: try row.decode(String.self, at: 2))
+        }
+    }
+
+    // MARK: Debits
+
+    struct DebitOperation: Sendable {
+        var client: String
+        var key: IdempotencyKey
+        var requestHash: [UInt8]
+        var userID: UserID
+        var currency: Currency
+        var amount: Amount
+        var reason: String?
+        /// Canonical JSON text of the caller's metadata object.
+        var metadata: String?
+        var requestID: String
+    }
+
+    enum DebitOutcome: String, Sendable {
+        case debited
+        case insufficientFunds = "insufficient_funds"
+        case idempotencyKeyReused = "idempotency_key_reused"
+        case unknownCurrency = "unknown_currency"
+    }
+
+    struct DebitResult: Sendable {
+        var outcome: DebitOutcome
+        /// True when the answer was stored by an earlier request with the same key.
+        var replayed: Bool
+        var body: String
+        /// The request id that first got this answer.
+        var requestID: String?
+    }
+
+    static func debit(_ operations: [DebitOperation], on connection: Connection) throws -> [DebitResult] {
+        let rows = try connection.prepared("""
+            SELECT ord, outcome, replayed, body::text, request_id FROM wallet.debit_many(
+                \(operations.map(\.client))::text[], \(operations.map(\.key.rawValue))::text[],
+                \(operations.map { ByteA($0.requestHash) })::bytea[], \(operations.map(\.userID.rawValue))::text[],
+                \(operations.map(\.currency.rawValue))::text[], \(operations.map(\.amount.value))::bigint[],
+                \(operations.map(\.reason))::text[], \(operations.map(\.metadata))::jsonb[],
+                \(operations.map(\.requestID))::text[])
+            ORDER BY ord
+            """)
+        guard rows.count == operations.count else { throw StoreError.unexpectedRowCount(rows.count, operations.count) }
+        return try rows.map { row in
+            let outcomeText = try row.decode(String.self, at: 1)
+            guard let outcome = DebitOutcome(rawValue: outcomeText) else { throw StoreError.unknownOutcome(outcomeText) }
+            return DebitResult(outcome: outcome, replayed: try row.decode(Bool.self, at: 2),
+                               body: try row.decode(String.self, at: 3),
+                               requestID: try row.decodeIfPresent(String.self, at: 4))
+        }
+    }
+
+    // MARK: Reads
+
+    static func balances(of userID: UserID, on connection: Connection) throws -> [(currency: String, balance: Int64)] {
+        try connection.prepared("""
+            SELECT currency, balance FROM wallet.wallets WHERE user_id = \(userID.rawValue) ORDER BY currency
+            """).map { (try $0.decode(String.self, at: 0), try $0.decode(Int64.self, at: 1)) }
+    }
+
+    struct EntryRow: Sendable {
+        var id: Int64
+        var currency: String
+        var amount: Int64
+        var balanceAfter: Int64
+        var kind: String
+        var reference: String
+        var createdAt: String
+    }
+
+    /// Newest first, entries with an id below `beforeID` when given; one more
+    /// than `limit` is read to learn whether another page follows.
+    static func entries(of userID: UserID, currency: Currency?, beforeID: Int64?, limit: Int,
+                        on connection: Connection) throws -> [EntryRow] {
+        try connection.prepared("""
+            SELECT id, currency, amount, balance_after, kind, reference, wallet.rfc3339(created_at)
+            FROM wallet.entries
+            WHERE user_id = \(userID.rawValue)
+              AND (\(currency?.rawValue)::text IS NULL OR currency = \(currency?.rawValue)::text)
+              AND (\(beforeID)::bigint IS NULL OR id < \(beforeID)::bigint)
+            ORDER BY id DESC
+            LIMIT \(limit + 1)
+            """).map { row in
+            EntryRow(id: try row.decode(Int64.self, at: 0), currency: try row.decode(String.self, at: 1),
+                     amount: try row.decode(Int64.self, at: 2), balanceAfter: try row.decode(Int64.self, at: 3),
+                     kind: try row.decode(String.self, at: 4), reference: try row.decode(String.self, at: 5),
+                     createdAt: try row.decode(String.self, at: 6))
+        }
+    }
+
+    /// The credit's JSON, or nil when the flowNO was never credited.
+    static func credit(_ flowNo: FlowNumber, on connection: Connection) throws -> String? {
+        try connection.prepared("""
+            SELECT wallet.credit_json(c)::text FROM wallet.credits c WHERE c.flow_no = \(flowNo.rawValue)
+            """).single?.decode(String.self, at: 0)
+    }
+
+    /// Whether some catalog product uses the currency.
+    static func currencyExists(_ currency: Currency, on connection: Connection) throws -> Bool {
+        try connection.prepared("""
+            SELECT EXISTS (SELECT 1 FROM wallet.products WHERE currency = \(currency.rawValue))
+            """)[0].decode(Bool.self, at: 0)
+    }
+
+    // MARK: Upkeep
+
+    struct Violation: Sendable, Equatable {
+        var invariant: String
+        var subject: String
+        var detail: String
+    }
+
+    static func checkInvariants(on connection: Connection) throws -> [Violation] {
+        try connection.query("SELECT invariant, subject, detail FROM wallet.check_invariants()").map {
+            Violation(invariant: try $0.decode(String.self, at: 0), subject: try $0.decode(String.self, at: 1),
+                      detail: try $0.decode(String.self, at: 2))
+        }
+    }
+
+    /// Deletes up to `limit` idempotency records created before `before`.
+    static func purgeIdempotencyKeys(olderThanHours hours: Int, limit: Int, on connection: Connection) throws -> Int {
+        try connection.prepared("""
+            SELECT wallet.purge_idempotency_keys(now() - make_interval(hours => \(hours)), \(limit))
+            """)[0].decode(Int.self, at: 0)
+    }
+
+    enum StoreError: Error, CustomStringConvertible {
+        case unexpectedRowCount(Int, Int)
+        case unknownOutcome(String)
+
+        var description: String {
+            switch self {
+            case .unexpectedRowCount(let got, let expected): "expected \(expected) result rows, got \(got)"
+            case .unknownOutcome(let outcome): "unknown outcome \(outcome)"
+            }
+        }
+    }
+}

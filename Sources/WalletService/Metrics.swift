@@ -1,0 +1,138 @@
+import Foundation
+import Postgres
+import Synchronization
+
+/// Prometheus metrics, all prefixed `wallet_`: per-route request counts and
+/// latency histograms by status class, the database pool, database errors,
+/// and group-commit batches.
+final class Metrics: Sendable {
+    static let latencyBucketsSeconds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+    static let batchSizeBuckets: [Double] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+
+    private struct RouteKey: Hashable {
+        var method: String
+        var route: String
+        var statusClass: String
+    }
+
+    private struct Histogram {
+        var buckets: [UInt64]
+        var count: UInt64 = 0
+        var sum: Double = 0
+
+        init(bucketCount: Int) {
+            buckets = Array(repeating: 0, count: bucketCount)
+        }
+
+        mutating func observe(_ value: Double, bounds: [Double]) {
+            for (index, bound) in bounds.enumerated() where value <= bound {
+                buckets[index] += 1
+            }
+            count += 1
+            sum += value
+        }
+    }
+
+    private struct State {
+        var requests: [RouteKey: Histogram] = [:]
+        var databaseErrors: [String: UInt64] = [:]
+        var batches: [String: Histogram] = [:]
+    }
+
+    private let state = Mutex(State())
+    private let started = Date()
+
+    func observeRequest(method: String, route: String?, status: Int, durationSeconds: Double) {
+        let key = RouteKey(method: method, route: route ?? "unmatched", statusClass: "\(status / 100)xx")
+        state.withLock { state in
+            state.requests[key, default: Histogram(bucketCount: Self.latencyBucketsSeconds.count)]
+                .observe(durationSeconds, bounds: Self.latencyBucketsSeconds)
+        }
+    }
+
+    /// Counts a database failure by kind: `unavailable`, `timeout`, `sqlstate_XXXXX`.
+    func countDatabaseError(_ error: PostgresError) {
+        let kind: String
+        switch error.kind {
+        case .connection, .poolClosed: kind = "unavailable"
+        case .poolTimeout: kind = "pool_timeout"
+        default: kind = error.sqlState.map { "sqlstate_\($0.code)" } ?? "other"
+        }
+        state.withLock { $0.databaseErrors[kind, default: 0] += 1 }
+    }
+
+    func observeBatch(operation: String, size: Int) {
+        state.withLock { state in
+            state.batches[operation, default: Histogram(bucketCount: Self.batchSizeBuckets.count)]
+                .observe(Double(size), bounds: Self.batchSizeBuckets)
+        }
+    }
+
+    /// The Prometheus text exposition.
+    func render(pool: ConnectionPool.Statistics?, writerQueueDepth: Int) -> String {
+        let snapshot = state.withLock { $0 }
+        var out = ""
+        out += "# HELP wallet_http_requests_total HTTP requests by route, method and status class.\n"
+        out += "# TYPE wallet_http_requests_total counter\n"
+        let keys = snapshot.requests.keys.sorted { ($0.route, $0.method, $0.statusClass) < ($1.route, $1.method, $1.statusClass) }
+        for key in keys {
+            out += "wallet_http_requests_total{\(labels(key))} \(snapshot.requests[key]!.count)\n"
+        }
+        out += "# HELP wallet_http_request_duration_seconds HTTP request latency by route, method and status class.\n"
+        out += "# TYPE wallet_http_request_duration_seconds histogram\n"
+        for key in keys {
+            histogram(&out, name: "wallet_http_request_duration_seconds", labels: labels(key),
+                      histogram: snapshot.requests[key]!, bounds: Self.latencyBucketsSeconds)
+        }
+        if let pool {
+            out += "# HELP wallet_db_pool_connections Database connections open in the pool.\n"
+            out += "# TYPE wallet_db_pool_connections gauge\nwallet_db_pool_connections \(pool.open)\n"
+            out += "# HELP wallet_db_pool_in_use Database connections lent out.\n"
+            out += "# TYPE wallet_db_pool_in_use gauge\nwallet_db_pool_in_use \(pool.inUse)\n"
+            out += "# HELP wallet_db_pool_waiting Callers waiting for a database connection.\n"
+            out += "# TYPE wallet_db_pool_waiting gauge\nwallet_db_pool_waiting \(pool.waiting)\n"
+            out += "# HELP wallet_db_pool_size_max The pool's connection limit.\n"
+            out += "# TYPE wallet_db_pool_size_max gauge\nwallet_db_pool_size_max \(pool.maximum)\n"
+            out += "# HELP wallet_db_connections_broken_total Connections found broken and replaced.\n"
+            out += "# TYPE wallet_db_connections_broken_total counter\nwallet_db_connections_broken_total \(pool.broken)\n"
+        }
+        out += "# HELP wallet_db_errors_total Database errors by kind.\n"
+        out += "# TYPE wallet_db_errors_total counter\n"
+        for kind in snapshot.databaseErrors.keys.sorted() {
+            out += "wallet_db_errors_total{kind=\"\(kind)\"} \(snapshot.databaseErrors[kind]!)\n"
+        }
+        out += "# HELP wallet_batch_operations Operations per group-commit batch.\n"
+        out += "# TYPE wallet_batch_operations histogram\n"
+        for operation in snapshot.batches.keys.sorted() {
+            histogram(&out, name: "wallet_batch_operations", labels: "operation=\"\(operation)\"",
+                      histogram: snapshot.batches[operation]!, bounds: Self.batchSizeBuckets)
+        }
+        out += "# HELP wallet_writer_queue_depth Operations waiting for a database writer.\n"
+        out += "# TYPE wallet_writer_queue_depth gauge\nwallet_writer_queue_depth \(writerQueueDepth)\n"
+        out += "# HELP wallet_uptime_seconds Seconds since the service started.\n"
+        out += "# TYPE wallet_uptime_seconds gauge\nwallet_uptime_seconds \(Int(Date().timeIntervalSince(started)))\n"
+        return out
+    }
+
+    private func labels(_ key: RouteKey) -> String {
+        "route=\"\(escape(key.route))\",method=\"\(escape(key.method))\",status=\"\(key.statusClass)\""
+    }
+
+    private func histogram(_ out: inout String, name: String, labels: String, histogram: Histogram, bounds: [Double]) {
+        for (index, bound) in bounds.enumerated() {
+            out += "\(name)_bucket{\(labels),le=\"\(format(bound))\"} \(histogram.buckets[index])\n"
+        }
+        out += "\(name)_bucket{\(labels),le=\"+Inf\"} \(histogram.count)\n"
+        out += "\(name)_sum{\(labels)} \(histogram.sum)\n"
+        out += "\(name)_count{\(labels)} \(histogram.count)\n"
+    }
+
+    private func format(_ value: Double) -> String {
+        value == value.rounded() ? String(Int(value)) : String(value)
+    }
+
+    private func escape(_ text: String) -> String {
+        text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+            .replacingOccurrences(of: "\n", with: "\\n")
+    }
+}
