@@ -1,0 +1,194 @@
+public import Foundation
+import COpenSSL
+
+/// Why a certificate could not be read or made.
+public struct CertificateError: Error, Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
+    /// What went wrong, in words that are safe to show.
+    public let message: String
+    /// OpenSSL's own account, for logs only.
+    let openSSLDetail: String
+
+    init(_ message: String, openSSLDetail: String = "") {
+        self.message = message
+        self.openSSLDetail = openSSLDetail
+    }
+
+    public var description: String { message }
+
+    public var debugDescription: String {
+        openSSLDetail.isEmpty ? message : "\(message) (OpenSSL: \(openSSLDetail))"
+    }
+}
+
+/// An X.509 certificate (an `X509`), immutable once made.
+///
+/// Everything callers read is computed once at creation, so instances are
+/// shared freely across threads.
+public final class Certificate: @unchecked Sendable {
+    /// Largest DER certificate accepted. Real chains use about 1–2 kB each.
+    public static let derBytesMax = 16 * 1024
+
+    /// Owned reference; freed in `deinit`.
+    let x509: OpaquePointer
+
+    /// The DER encoding, exactly as received (for `init(der:)`).
+    public let derBytes: [UInt8]
+    public let publicKey: PublicKey
+    /// The subject name in RFC 2253 form, such as `CN=Example,O=Example Inc.,C=US`.
+    public let subjectSummary: String
+    public let notBefore: Date
+    public let notAfter: Date
+    /// Whether basicConstraints is present with cA = TRUE.
+    public let isCA: Bool
+
+    /// Parses one DER certificate.
+    ///
+    /// Strict: the input must be exactly one certificate with no trailing
+    /// bytes, and it must re-encode to the same bytes (DER, not BER).
+    public convenience init(der: some Collection<UInt8>) throws(CertificateError) {
+        let bytes = Array(der)
+        guard !bytes.isEmpty, bytes.count <= Self.derBytesMax else {
+            throw CertificateError("certificate is empty or larger than \(Self.derBytesMax) bytes")
+        }
+        ERR_clear_error()
+        var consumed = 0
+        let parsed = bytes.withUnsafeBufferPointer { buffer -> OpaquePointer? in
+            var cursor = buffer.baseAddress
+            let x509 = d2i_X509(nil, &cursor, buffer.count)
+            if let cursor, let base = buffer.baseAddress { consumed = cursor - base }
+            return x509
+        }
+        guard let parsed else {
+            throw CertificateError("not a DER X.509 certificate", openSSLDetail: drainOpenSSLErrors())
+        }
+        guard consumed == bytes.count else {
+            X509_free(parsed)
+            throw CertificateError("trailing bytes after the DER certificate")
+        }
+        try self.init(owning: parsed, expectedDER: bytes)
+    }
+
+    /// Parses a PEM text holding exactly one certificate.
+    public convenience init(pem: String) throws(CertificateError) {
+        let certificates = Self.pemBundle(pem)
+        guard certificates.count == 1, let only = certificates.first else {
+            throw CertificateError("expected exactly one PEM certificate, found \(certificates.count)")
+        }
+        try self.init(der: only.derBytes)
+    }
+
+    /// Parses every certificate in a PEM text.
+    ///
+    /// All or nothing: if any PEM block is not a readable certificate (a
+    /// corrupt block, a private key), the result is empty, so a caller
+    /// that checks `isEmpty` never runs with half a bundle.
+    public static func pemBundle(_ pem: String) -> [Certificate] {
+        let blockCount = pem.components(separatedBy: "-----BEGIN ").count - 1
+        guard blockCount > 0 else { return [] }
+        ERR_clear_error()
+        defer { ERR_clear_error() }
+        let bytes = Array(pem.utf8)
+        return bytes.withUnsafeBufferPointer { buffer -> [Certificate] in
+            guard let bio = BIO_new_mem_buf(buffer.baseAddress, Int32(buffer.count)) else { return [] }
+            defer { BIO_free(bio) }
+            var certificates: [Certificate] = []
+            // Bounded by blockCount: each pass consumes one block.
+            for _ in 0..<blockCount {
+                guard let x509 = PEM_read_bio_X509(bio, nil, nil, nil) else { return [] }
+                guard let certificate = try? Certificate(owning: x509, expectedDER: nil) else { return [] }
+                certificates.append(certificate)
+            }
+            return certificates
+        }
+    }
+
+    /// Takes ownership of `x509`, freeing it if this initializer throws.
+    /// When `expectedDER` is given, the certificate must re-encode to
+    /// exactly those bytes.
+    init(owning x509: OpaquePointer, expectedDER: [UInt8]?) throws(CertificateError) {
+        let encoded = Self.encode(x509)
+        // Filling OpenSSL's extension cache now keeps later reads free of
+        // lazy writes, and tells us whether the extensions parse at all.
+        X509_check_purpose(x509, -1, 0)
+        let flags = X509_get_extension_flags(x509)
+        let problem: CertificateError?
+        var key: OpaquePointer?
+        var notBefore: Date?
+        var notAfter: Date?
+        if encoded.isEmpty {
+            problem = CertificateError("certificate cannot be encoded", openSSLDetail: drainOpenSSLErrors())
+        } else if let expectedDER, expectedDER != encoded {
+            problem = CertificateError("certificate is not in canonical DER form")
+        } else if flags & UInt32(EXFLAG_INVALID) != 0 {
+            problem = CertificateError("certificate extensions are malformed")
+        } else {
+            notBefore = Self.date(X509_get0_notBefore(x509))
+            notAfter = Self.date(X509_get0_notAfter(x509))
+            key = X509_get_pubkey(x509)
+            if notBefore == nil || notAfter == nil {
+                problem = CertificateError("certificate validity dates are unreadable")
+            } else if key == nil {
+                problem = CertificateError("certificate public key is unreadable", openSSLDetail: drainOpenSSLErrors())
+            } else {
+                problem = nil
+            }
+        }
+        guard problem == nil, let key, let notBefore, let notAfter else {
+            EVP_PKEY_free(key)
+            X509_free(x509)
+            throw problem ?? CertificateError("certificate is unreadable")
+        }
+        self.x509 = x509
+        self.derBytes = expectedDER ?? encoded
+        self.publicKey = PublicKey(owning: key)
+        self.isCA = flags & UInt32(EXFLAG_BCONS) != 0 && flags & UInt32(EXFLAG_CA) != 0
+        self.subjectSummary = Self.rfc2253(X509_get_subject_name(x509))
+        self.notBefore = notBefore
+        self.notAfter = notAfter
+    }
+
+    deinit {
+        X509_free(x509)
+    }
+
+    /// Whether an extension with this dotted OID (such as `2.5.29.19`) is present.
+    public func hasExtension(oid: String) -> Bool {
+        guard let object = OBJ_txt2obj(oid, 1) else {
+            ERR_clear_error()
+            return false
+        }
+        defer { ASN1_OBJECT_free(object) }
+        return X509_get_ext_by_OBJ(x509, object, -1) >= 0
+    }
+
+    /// Whether both are the same certificate, byte for byte.
+    public func isSameCertificate(as other: Certificate) -> Bool {
+        derBytes == other.derBytes
+    }
+
+    static func encode(_ x509: OpaquePointer) -> [UInt8] {
+        let length = i2d_X509(x509, nil)
+        guard length > 0 else { return [] }
+        var bytes = [UInt8](repeating: 0, count: Int(length))
+        let written = bytes.withUnsafeMutableBufferPointer { buffer -> Int32 in
+            var cursor = buffer.baseAddress
+            return i2d_X509(x509, &cursor)
+        }
+        return written == length ? bytes : []
+    }
+
+    private static func rfc2253(_ name: OpaquePointer?) -> String {
+        guard let name, let bio = BIO_new(BIO_s_mem()) else { return "" }
+        defer { BIO_free(bio) }
+        guard X509_NAME_print_ex(bio, name, 0, COpenSSL_XN_FLAG_RFC2253()) >= 0 else { return "" }
+        return readAll(bio)
+    }
+
+    private static func date(_ time: UnsafePointer<ASN1_TIME>?) -> Date? {
+        guard let time else { return nil }
+        var parts = tm()
+        guard ASN1_TIME_to_tm(time, &parts) == 1 else { return nil }
+        let seconds = timegm(&parts)
+        return Date(timeIntervalSince1970: TimeInterval(seconds))
+    }
+}
