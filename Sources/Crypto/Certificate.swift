@@ -77,29 +77,43 @@ public final class Certificate: @unchecked Sendable {
         try self.init(der: only.derBytes)
     }
 
-    /// Parses every certificate in a PEM text.
+    /// Parses every certificate in a PEM text (RFC 7468).
     ///
-    /// All or nothing: if any PEM block is not a readable certificate (a
-    /// corrupt block, a private key), the result is empty, so a caller
-    /// that checks `isEmpty` never runs with half a bundle.
+    /// All or nothing: if any block is not a certificate (a private key, say)
+    /// or does not decode to exactly one canonical DER certificate, the
+    /// result is empty, so a caller that checks `isEmpty` never runs with
+    /// half a bundle. Text outside the blocks is ignored, as `openssl`
+    /// writes such comments.
     public static func pemBundle(_ pem: String) -> [Certificate] {
-        let blockCount = pem.components(separatedBy: "-----BEGIN ").count - 1
-        guard blockCount > 0 else { return [] }
-        ERR_clear_error()
-        defer { ERR_clear_error() }
-        let bytes = Array(pem.utf8)
-        return bytes.withUnsafeBufferPointer { buffer -> [Certificate] in
-            guard let bio = BIO_new_mem_buf(buffer.baseAddress, Int32(buffer.count)) else { return [] }
-            defer { BIO_free(bio) }
-            var certificates: [Certificate] = []
-            // Bounded by blockCount: each pass consumes one block.
-            for _ in 0..<blockCount {
-                guard let x509 = PEM_read_bio_X509(bio, nil, nil, nil) else { return [] }
-                guard let certificate = try? Certificate(owning: x509, expectedDER: nil) else { return [] }
-                certificates.append(certificate)
+        let begin = "-----BEGIN CERTIFICATE-----"
+        let end = "-----END CERTIFICATE-----"
+        var certificates: [Certificate] = []
+        var body: String?
+        // Bounded by the number of lines.
+        for rawLine in pem.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline) {
+            let line = rawLine.trimmingCharacters(in: .whitespaces)
+            if var current = body {
+                if line == end {
+                    guard let der = Base64.decode(current), let certificate = try? Certificate(der: der) else {
+                        return []
+                    }
+                    certificates.append(certificate)
+                    body = nil
+                } else if line.hasPrefix("-----") {
+                    return []
+                } else {
+                    current += line
+                    body = current
+                }
+            } else if line == begin {
+                body = ""
+            } else if line.hasPrefix("-----") {
+                // Another kind of block, or a stray END: not a certificate bundle.
+                return []
             }
-            return certificates
         }
+        // An unterminated block spoils the bundle too.
+        return body == nil ? certificates : []
     }
 
     /// Takes ownership of `x509`, freeing it if this initializer throws.

@@ -98,12 +98,20 @@ func pem(_ der: [UInt8]) -> String {
         // Two certificates where one is expected.
         #expect(throws: CertificateError.self) { try Certificate(pem: pem(der) + pem(der)) }
 
-        // A corrupt block poisons the whole bundle.
-        var corrupt = pem(der)
-        corrupt = corrupt.replacingOccurrences(of: "\n-----END", with: "AAAA\n-----END")
-        #expect(Certificate.pemBundle(pem(der) + corrupt).isEmpty)
+        // A corrupt block poisons the whole bundle, whether the extra bytes
+        // break the base64 or decode to trailing bytes after the DER.
+        for garbage in ["AAAA", "AAA", "!"] {
+            let corrupt = pem(der).replacingOccurrences(of: "\n-----END", with: "\n\(garbage)\n-----END")
+            #expect(Certificate.pemBundle(pem(der) + corrupt).isEmpty, "\(garbage)")
+        }
+        let trailing = pem(der + [0, 0, 0])
+        #expect(Certificate.pemBundle(trailing).isEmpty)
         #expect(Certificate.pemBundle("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n").isEmpty)
+        #expect(Certificate.pemBundle(pem(der) + "-----BEGIN CERTIFICATE-----\n").isEmpty)
         #expect(Certificate.pemBundle("nothing here").isEmpty)
+        // Comments outside blocks and CRLF line ends are fine.
+        let commented = "subject=CN=Test Leaf\r\n" + pem(der).replacingOccurrences(of: "\n", with: "\r\n")
+        #expect(Certificate.pemBundle(commented).map(\.derBytes) == [der])
     }
 }
 
@@ -119,6 +127,18 @@ func pem(_ der: [UInt8]) -> String {
         #expect(path[0] === chain.leaf)
         #expect(path[1] === chain.intermediate.certificate)
         #expect(path[2] === chain.root.certificate)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func repeatedAndUnrelatedRootsAreHarmless() throws {
+        let chain = try TestChain()
+        let other = try TestChain()
+        let path = try verifyChain(
+            leaf: chain.leaf, intermediates: [chain.intermediate.certificate],
+            trustedRoots: [other.root.certificate, chain.root.certificate, chain.root.certificate],
+            at: TestChain.midway
+        )
+        #expect(path.last === chain.root.certificate)
     }
 
     @Test(.timeLimit(.minutes(1)))
