@@ -95,11 +95,14 @@ public struct SignedDataVerifier: Sendable {
     }
 
     private func checkChain(_ token: CompactJWS) throws(VerificationError) {
-        let nowMilliseconds = Int64((configuration.clock().timeIntervalSince1970 * 1000).rounded(.down))
-        let aheadMilliseconds = token.signedDateMilliseconds - nowMilliseconds
-        guard aheadMilliseconds <= Self.signedDateFutureToleranceMilliseconds else {
+        let nowMilliseconds = Self.milliseconds(configuration.clock())
+        let (latestMilliseconds, overflow) = nowMilliseconds.addingReportingOverflow(
+            Self.signedDateFutureToleranceMilliseconds
+        )
+        guard overflow || token.signedDateMilliseconds <= latestMilliseconds else {
             throw VerificationError(
-                .bad_chain, "signedDate is \(aheadMilliseconds / 1000) s in the future; the chain cannot be checked at a time that has not come"
+                .bad_chain,
+                "signedDate is more than 60 s ahead of our clock; a chain cannot be checked at a time that has not come"
             )
         }
         let verificationTime = Date(timeIntervalSince1970: Double(token.signedDateMilliseconds) / 1000)
@@ -118,6 +121,15 @@ public struct SignedDataVerifier: Sendable {
         guard !token.leaf.isCA else {
             throw VerificationError(.bad_chain, "x5c[0] is a CA certificate, not a signing leaf")
         }
+    }
+
+    /// Milliseconds since 1970, clamped to what Int64 holds.
+    private static func milliseconds(_ date: Date) -> Int64 {
+        let value = (date.timeIntervalSince1970 * 1000).rounded(.down)
+        guard value.isFinite else { return value > 0 ? .max : .min }
+        if value >= Double(Int64.max) { return .max }
+        if value <= Double(Int64.min) { return .min }
+        return Int64(value)
     }
 
     private static func verificationError(for error: ChainError) -> VerificationError {

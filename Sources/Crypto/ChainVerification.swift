@@ -77,6 +77,7 @@ public func verifyChain(
 ) throws(ChainError) -> [Certificate] {
     // Bounded input: a path longer than this is never legitimate here.
     precondition(intermediates.count <= 8, "too many intermediate certificates")
+    precondition(time.timeIntervalSince1970.isFinite, "verification time must be finite")
     ERR_clear_error()
     defer { ERR_clear_error() }
 

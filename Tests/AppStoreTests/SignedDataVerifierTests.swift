@@ -102,6 +102,32 @@ import Testing
     }
 
     @Test(.timeLimit(.minutes(1)))
+    func oneVerifierServesManyThreads() async throws {
+        let store = try FakeAppStore()
+        let verifier = store.verifier()
+        let good = store.sign(FakeAppStore.transaction())
+        let bad = store.sign(FakeAppStore.transaction(bundleID: "com.example.other"))
+        let outcomes = await withTaskGroup(of: (Bool, Bool).self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    var allGood = true
+                    var allBad = true
+                    for _ in 0..<25 {
+                        allGood = allGood && (try? verifier.verifyTransaction(good)) != nil
+                        allBad = allBad && (try? verifier.verifyTransaction(bad)) == nil
+                    }
+                    return (allGood, allBad)
+                }
+            }
+            var results: [(Bool, Bool)] = []
+            for await result in group { results.append(result) }
+            return results
+        }
+        #expect(outcomes.count == 8)
+        #expect(outcomes.allSatisfy { $0.0 && $0.1 })
+    }
+
+    @Test(.timeLimit(.minutes(1)))
     func signedDateUpToSixtySecondsAheadIsAccepted() throws {
         let store = try FakeAppStore()
         let jws = store.sign(FakeAppStore.transaction())
@@ -218,7 +244,18 @@ import Testing
         let verifier = store.verifier(now: FakeAppStore.signedDate.addingTimeInterval(-61))
         let error = verificationError { try verifier.verifyTransaction(jws) }
         #expect(error?.reason == .bad_chain)
-        #expect(error?.detail.contains("future") == true)
+        #expect(error?.detail.contains("60 s ahead") == true)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func absurdClocksFailClosed() throws {
+        let store = try FakeAppStore()
+        let jws = store.sign(FakeAppStore.transaction())
+        for now in [Date.distantPast, Date(timeIntervalSince1970: -1e300), Date(timeIntervalSince1970: .nan)] {
+            #expect(verificationError { try store.verifier(now: now).verifyTransaction(jws) }?.reason == .bad_chain)
+        }
+        let farFuture = store.sign(FakeAppStore.transaction(signedDate: .max))
+        #expect(verificationError { try store.verifier().verifyTransaction(farFuture) }?.reason == .bad_chain)
     }
 
     @Test(.timeLimit(.minutes(1)))
