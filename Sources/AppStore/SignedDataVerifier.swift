@@ -63,7 +63,8 @@ public struct SignedDataVerifier: Sendable {
     /// `autoRenewProductId` renewal info.
     public func verifyAny(_ jws: String) throws(VerificationError) -> VerifiedSignedData {
         let signed = try authenticate(jws)
-        let keys = (try? JSONSerialization.jsonObject(with: signed.payloadJSON) as? [String: Any]).map { Set($0.keys) } ?? []
+        let object = try? JSONSerialization.jsonObject(with: signed.payloadJSON) as? [String: Any]
+        let keys = Set((object ?? [:]).keys)
         if keys.contains("notificationType") {
             return .notification(try checkNotification(signed))
         }
@@ -78,10 +79,9 @@ public struct SignedDataVerifier: Sendable {
 
     // MARK: - Stages 1–4: the token is what Apple signed
 
-    /// A token whose chain, marker extensions and signature verified.
+    /// The payload of a token whose chain, marker extensions and signature verified.
     struct AuthenticatedPayload {
         let payloadJSON: Data
-        let signedDateMilliseconds: Int64
     }
 
     func authenticate(_ jws: String) throws(VerificationError) -> AuthenticatedPayload {
@@ -89,9 +89,7 @@ public struct SignedDataVerifier: Sendable {
         try checkChain(token)
         try checkMarkerExtensions(token)
         try checkSignature(token)
-        return AuthenticatedPayload(
-            payloadJSON: Data(token.payloadJSON), signedDateMilliseconds: token.signedDateMilliseconds
-        )
+        return AuthenticatedPayload(payloadJSON: Data(token.payloadJSON))
     }
 
     private func checkChain(_ token: CompactJWS) throws(VerificationError) {

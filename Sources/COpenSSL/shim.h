@@ -14,7 +14,7 @@
 #include <openssl/x509v3.h>
 #include <openssl/x509_vfy.h>
 
-/* The STACK_OF(X509) helpers are function-like macros, which Swift cannot
+/* The STACK_OF(X509) accessors are function-like macros, which Swift cannot
  * call. These fixed-arity wrappers keep the element type checked by clang. */
 static inline STACK_OF(X509) *COpenSSL_sk_X509_new_null(void) {
     return sk_X509_new_null();

@@ -44,7 +44,8 @@ public final class Certificate: @unchecked Sendable {
     /// Parses one DER certificate.
     ///
     /// Strict: the input must be exactly one certificate with no trailing
-    /// bytes, and it must re-encode to the same bytes (DER, not BER).
+    /// bytes that re-encodes to the same bytes, with readable extensions,
+    /// validity dates and public key.
     public convenience init(der: some Collection<UInt8>) throws(CertificateError) {
         let bytes = Array(der)
         guard !bytes.isEmpty, bytes.count <= Self.derBytesMax else {
@@ -65,7 +66,7 @@ public final class Certificate: @unchecked Sendable {
             X509_free(parsed)
             throw CertificateError("trailing bytes after the DER certificate")
         }
-        try self.init(owning: parsed, expectedDER: bytes)
+        try self.init(owning: parsed, der: bytes)
     }
 
     /// Parses a PEM text holding exactly one certificate.
@@ -116,49 +117,48 @@ public final class Certificate: @unchecked Sendable {
         return body == nil ? certificates : []
     }
 
-    /// Takes ownership of `x509`, freeing it if this initializer throws.
-    /// When `expectedDER` is given, the certificate must re-encode to
-    /// exactly those bytes.
-    init(owning x509: OpaquePointer, expectedDER: [UInt8]?) throws(CertificateError) {
-        let encoded = Self.encode(x509)
+    /// Takes ownership of `x509`, which was parsed from `der`, and frees it
+    /// if this initializer throws.
+    private init(owning x509: OpaquePointer, der: [UInt8]) throws(CertificateError) {
+        let parts: (key: OpaquePointer, notBefore: Date, notAfter: Date, flags: UInt32)
+        do {
+            parts = try Self.inspect(x509, der: der)
+        } catch {
+            X509_free(x509)
+            throw error
+        }
+        self.x509 = x509
+        self.derBytes = der
+        self.publicKey = PublicKey(owning: parts.key)
+        self.isCA = parts.flags & UInt32(EXFLAG_BCONS) != 0 && parts.flags & UInt32(EXFLAG_CA) != 0
+        self.subjectSummary = Self.rfc2253(X509_get_subject_name(x509))
+        self.notBefore = parts.notBefore
+        self.notAfter = parts.notAfter
+    }
+
+    private static func inspect(
+        _ x509: OpaquePointer,
+        der: [UInt8]
+    ) throws(CertificateError) -> (key: OpaquePointer, notBefore: Date, notAfter: Date, flags: UInt32) {
+        // OpenSSL keeps the signed part as received, so this catches a
+        // non-canonical outer encoding; the signature covers the rest.
+        guard encode(x509) == der else {
+            throw CertificateError("certificate does not re-encode to the bytes received (not DER)")
+        }
         // Filling OpenSSL's extension cache now keeps later reads free of
         // lazy writes, and tells us whether the extensions parse at all.
         X509_check_purpose(x509, -1, 0)
         let flags = X509_get_extension_flags(x509)
-        let problem: CertificateError?
-        var key: OpaquePointer?
-        var notBefore: Date?
-        var notAfter: Date?
-        if encoded.isEmpty {
-            problem = CertificateError("certificate cannot be encoded", openSSLDetail: drainOpenSSLErrors())
-        } else if let expectedDER, expectedDER != encoded {
-            problem = CertificateError("certificate is not in canonical DER form")
-        } else if flags & UInt32(EXFLAG_INVALID) != 0 {
-            problem = CertificateError("certificate extensions are malformed")
-        } else {
-            notBefore = Self.date(X509_get0_notBefore(x509))
-            notAfter = Self.date(X509_get0_notAfter(x509))
-            key = X509_get_pubkey(x509)
-            if notBefore == nil || notAfter == nil {
-                problem = CertificateError("certificate validity dates are unreadable")
-            } else if key == nil {
-                problem = CertificateError("certificate public key is unreadable", openSSLDetail: drainOpenSSLErrors())
-            } else {
-                problem = nil
-            }
+        guard flags & UInt32(EXFLAG_INVALID) == 0 else {
+            throw CertificateError("certificate extensions are malformed")
         }
-        guard problem == nil, let key, let notBefore, let notAfter else {
-            EVP_PKEY_free(key)
-            X509_free(x509)
-            throw problem ?? CertificateError("certificate is unreadable")
+        guard let notBefore = date(X509_get0_notBefore(x509)), let notAfter = date(X509_get0_notAfter(x509)) else {
+            throw CertificateError("certificate validity dates are unreadable")
         }
-        self.x509 = x509
-        self.derBytes = expectedDER ?? encoded
-        self.publicKey = PublicKey(owning: key)
-        self.isCA = flags & UInt32(EXFLAG_BCONS) != 0 && flags & UInt32(EXFLAG_CA) != 0
-        self.subjectSummary = Self.rfc2253(X509_get_subject_name(x509))
-        self.notBefore = notBefore
-        self.notAfter = notAfter
+        guard let key = X509_get_pubkey(x509) else {
+            throw CertificateError("certificate public key is unreadable", openSSLDetail: drainOpenSSLErrors())
+        }
+        return (key, notBefore, notAfter, flags)
     }
 
     deinit {

@@ -53,9 +53,9 @@ public struct CertificateProfile: Sendable {
     }
 }
 
-/// A certificate authority for tests and tools: it issues X.509 v3
-/// certificates signed with ECDSA P-256 / SHA-256 that pass OpenSSL's strict
-/// mode, so a test can build a realistic chain in-process.
+/// A certificate authority for tests and command-line utilities: it issues
+/// X.509 v3 certificates signed with ECDSA P-256 / SHA-256 that pass
+/// OpenSSL's strict mode, so a test can build a realistic chain in-process.
 ///
 /// - Roots are self-signed: critical basicConstraints CA:TRUE, critical
 ///   keyUsage keyCertSign + cRLSign, and a subject key identifier.

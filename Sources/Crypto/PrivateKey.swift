@@ -1,7 +1,7 @@
 import COpenSSL
 
-/// A P-256 private key, for tests and tools that sign their own tokens and
-/// certificates. The service itself never signs with ECDSA.
+/// A P-256 private key, for tests and command-line utilities that sign
+/// their own tokens and certificates. The service never signs with ECDSA.
 public final class PrivateKey: @unchecked Sendable {
     /// Owned reference; freed in `deinit`.
     let pkey: OpaquePointer
