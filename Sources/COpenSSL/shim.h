@@ -13,4 +13,33 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 #include <openssl/x509_vfy.h>
+
+/* The STACK_OF(X509) accessors are function-like macros, which Swift cannot
+ * call. These fixed-arity wrappers keep the element type checked by clang. */
+static inline STACK_OF(X509) *COpenSSL_sk_X509_new_null(void) {
+    return sk_X509_new_null();
+}
+
+static inline int COpenSSL_sk_X509_push(STACK_OF(X509) *stack, X509 *certificate) {
+    return sk_X509_push(stack, certificate);
+}
+
+static inline int COpenSSL_sk_X509_num(const STACK_OF(X509) *stack) {
+    return sk_X509_num(stack);
+}
+
+static inline X509 *COpenSSL_sk_X509_value(const STACK_OF(X509) *stack, int index) {
+    return sk_X509_value(stack, index);
+}
+
+/* Frees the stack only; the certificates belong to their Swift owners. */
+static inline void COpenSSL_sk_X509_free(STACK_OF(X509) *stack) {
+    sk_X509_free(stack);
+}
+
+/* Composite flag macros do not import into Swift. */
+static inline unsigned long COpenSSL_XN_FLAG_RFC2253(void) {
+    return XN_FLAG_RFC2253;
+}
+
 #endif

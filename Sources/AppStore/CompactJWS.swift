@@ -1,0 +1,110 @@
+import Crypto
+import Foundation
+
+/// A compact JWS as the App Store signs it, parsed but not yet verified.
+///
+/// Parsing covers the first stage of verification: the token shape, the
+/// header (`alg`, `x5c`) and the payload's `signedDate`. Everything here is
+/// attacker-controlled until the signature has been checked.
+struct CompactJWS {
+    /// Largest token accepted. Real notifications with nested transaction
+    /// and renewal tokens are about 19 kB.
+    static let tokenBytesMax = 64 * 1024
+    static let certificateCount = 3
+
+    /// The ASCII bytes `header.payload` that the signature covers.
+    let signingInput: ArraySlice<UInt8>
+    /// x5c[0], x5c[1], x5c[2]: leaf, intermediate and the root the token claims.
+    let certificates: [Certificate]
+    let payloadJSON: [UInt8]
+    let signature: [UInt8]
+    /// Milliseconds since 1970.
+    let signedDateMilliseconds: Int64
+
+    var leaf: Certificate { certificates[0] }
+    var intermediate: Certificate { certificates[1] }
+
+    init(_ token: String) throws(VerificationError) {
+        let bytes = Array(token.utf8)
+        guard !bytes.isEmpty else { throw VerificationError(.malformed, "token is empty") }
+        guard bytes.count <= Self.tokenBytesMax else {
+            throw VerificationError(.malformed, "token is longer than \(Self.tokenBytesMax) bytes")
+        }
+        let segments = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard segments.count == 3 else {
+            throw VerificationError(.malformed, "token has \(segments.count) dot-separated segments, not 3")
+        }
+        guard let header = Base64URL.decode(ascii: segments[0]),
+              let payload = Base64URL.decode(ascii: segments[1]),
+              let signature = Base64URL.decode(ascii: segments[2])
+        else {
+            throw VerificationError(.malformed, "a segment is not canonical unpadded base64url")
+        }
+
+        guard let headerObject = try? JSONSerialization.jsonObject(with: Data(header)) as? [String: Any] else {
+            throw VerificationError(.malformed, "header is not a JSON object")
+        }
+        // RFC 7515 §4.1.11: extensions marked critical must be understood; we understand none.
+        guard headerObject["crit"] == nil else {
+            throw VerificationError(.malformed, "header lists critical extensions (crit)")
+        }
+        guard let algorithm = headerObject["alg"] as? String else {
+            throw VerificationError(.malformed, "header has no string alg")
+        }
+        guard algorithm == "ES256" else {
+            throw VerificationError(.bad_algorithm, "header alg is \(Self.quoted(algorithm)), not ES256")
+        }
+        guard let chain = headerObject["x5c"] as? [String] else {
+            throw VerificationError(.malformed, "header has no x5c array of strings")
+        }
+        guard chain.count == Self.certificateCount else {
+            throw VerificationError(.malformed, "x5c holds \(chain.count) certificates, not \(Self.certificateCount)")
+        }
+        var certificates: [Certificate] = []
+        for (index, encoded) in chain.enumerated() {
+            guard let der = Base64.decode(encoded) else {
+                throw VerificationError(.malformed, "x5c[\(index)] is not canonical padded base64")
+            }
+            do {
+                certificates.append(try Certificate(der: der))
+            } catch {
+                throw VerificationError(.malformed, "x5c[\(index)] is not a certificate: \(error.message)")
+            }
+        }
+
+        let probe: SignedDateProbe
+        do {
+            probe = try JSONDecoder().decode(SignedDateProbe.self, from: Data(payload))
+        } catch {
+            throw VerificationError(.malformed, "payload is not a JSON object with an integer signedDate")
+        }
+        guard let signedDate = probe.signedDate else {
+            throw VerificationError(.malformed, "payload has no signedDate")
+        }
+        guard signedDate > 0 else {
+            throw VerificationError(.malformed, "payload signedDate \(signedDate) is not after 1970")
+        }
+
+        self.signingInput = bytes[..<(segments[1].endIndex)]
+        self.certificates = certificates
+        self.payloadJSON = payload
+        self.signature = signature
+        self.signedDateMilliseconds = signedDate
+    }
+
+    /// A header value for an error message: printable ASCII only, quoted
+    /// and cut short, so a token cannot forge or flood log lines.
+    private static func quoted(_ value: String) -> String {
+        let limit = 16
+        let printable = value.unicodeScalars.prefix(limit).map { scalar in
+            (0x20..<0x7f).contains(scalar.value) && scalar != "\"" ? Character(scalar) : "?"
+        }
+        return "\"" + String(printable) + (value.unicodeScalars.count > limit ? "…" : "") + "\""
+    }
+}
+
+/// Only `signedDate`, read before verification to set the chain's
+/// verification time. It must be an integer number of milliseconds.
+private struct SignedDateProbe: Decodable {
+    let signedDate: Int64?
+}

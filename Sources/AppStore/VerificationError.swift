@@ -1,0 +1,56 @@
+/// Why a signed App Store payload was refused. The raw values are stable
+/// and safe to return to clients and to count in metrics.
+public enum VerificationFailure: String, Sendable, Equatable, CaseIterable {
+    /// Not a compact JWS of the expected shape: segments, base64url, JSON,
+    /// header fields, x5c with exactly three certificates, or a payload
+    /// without an integer `signedDate`.
+    case malformed
+    /// The header's `alg` is not exactly `ES256`.
+    case bad_algorithm
+    /// The x5c chain is broken or a certificate on it is invalid at
+    /// `signedDate` (expired, not yet valid, bad signature, strict-mode
+    /// violation), or `signedDate` lies in the future.
+    case bad_chain
+    /// The chain does not lead to one of the configured roots.
+    case untrusted_root
+    /// The leaf or intermediate lacks Apple's marker extension.
+    case missing_apple_oid
+    /// The ES256 signature does not verify with the leaf's P-256 key.
+    case bad_signature
+    /// The payload is for a bundle (or, for notifications, an app Apple ID)
+    /// other than the configured ones.
+    case bundle_mismatch
+    /// The payload's environment is not allowed.
+    case environment_not_allowed
+}
+
+/// A refused payload: a stable reason and a human sentence.
+///
+/// `description` is safe to show; it never holds token contents beyond the
+/// identifiers being compared. `debugDescription` adds library detail (such
+/// as OpenSSL's verify error) for logs.
+public struct VerificationError: Error, Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
+    public let reason: VerificationFailure
+    public let detail: String
+    let diagnostic: String?
+
+    init(_ reason: VerificationFailure, _ detail: String, diagnostic: String? = nil) {
+        self.reason = reason
+        self.detail = detail
+        self.diagnostic = diagnostic
+    }
+
+    public var description: String {
+        "\(reason.rawValue): \(detail)"
+    }
+
+    public var debugDescription: String {
+        guard let diagnostic else { return description }
+        return "\(description) [\(diagnostic)]"
+    }
+
+    /// The same failure, with `detail` prefixed by where it happened.
+    func within(_ location: String) -> VerificationError {
+        VerificationError(reason, "\(location): \(detail)", diagnostic: diagnostic)
+    }
+}

@@ -1,0 +1,194 @@
+import AppStore
+import Crypto
+import Foundation
+import Testing
+
+/// An in-process stand-in for Apple's signing PKI: a root, an intermediate
+/// with Apple's WWDR marker, and a leaf with the receipt-signing marker, all
+/// strict-mode clean. It signs compact JWS tokens the way the App Store does.
+struct FakeAppStore {
+    static let leafMarkerOID = "1.2.840.113635.100.6.11.1"
+    static let intermediateMarkerOID = "1.2.840.113635.100.6.2.1"
+    static let bundleID = "com.example.coins"
+    static let appAppleID: Int64 = 1_234_567_890
+
+    /// Certificates are valid for a year from here.
+    static let start = Date(timeIntervalSince1970: 1_700_000_000)  // 2023-11-14
+    static let end = start.addingTimeInterval(365 * 86_400)
+    /// The `signedDate` of tokens, and the default clock is 5 s later.
+    static let signedDate = start.addingTimeInterval(30 * 86_400)
+    static var signedDateMilliseconds: Int64 { milliseconds(signedDate) }
+
+    let root: CertificateAuthority
+    let intermediate: CertificateAuthority
+    let leafKey: PrivateKey
+    let leaf: Certificate
+
+    struct Options {
+        var leafMarker = true
+        var intermediateMarker = true
+        var leafNotAfter = FakeAppStore.end
+        var leafIsCA = false
+        var keyIdentifiers = true
+    }
+
+    init(_ options: Options = Options()) throws {
+        root = try CertificateAuthority.root(Self.profile("Fake Root CA", serial: 1, keyIdentifiers: options.keyIdentifiers))
+        var intermediateProfile = Self.profile("Fake WWDR CA", serial: 2, keyIdentifiers: options.keyIdentifiers)
+        if options.intermediateMarker {
+            intermediateProfile.extraExtensions = [.marker(oid: Self.intermediateMarkerOID)]
+        }
+        intermediate = try root.intermediate(intermediateProfile)
+        leafKey = PrivateKey()
+        var leafProfile = Self.profile("Fake Receipt Signing", serial: 3, keyIdentifiers: options.keyIdentifiers)
+        leafProfile.notAfter = options.leafNotAfter
+        if options.leafMarker {
+            leafProfile.extraExtensions = [.marker(oid: Self.leafMarkerOID)]
+        }
+        if options.leafIsCA {
+            leaf = try intermediate.intermediate(leafProfile, key: leafKey).certificate
+        } else {
+            leaf = try intermediate.leaf(leafProfile, subjectKey: leafKey.publicKey)
+        }
+    }
+
+    static func profile(_ name: String, serial: UInt64, keyIdentifiers: Bool = true) -> CertificateProfile {
+        CertificateProfile(
+            commonName: name, organization: "Example Fruit Inc.", serialNumber: serial,
+            notBefore: start, notAfter: end, includesKeyIdentifiers: keyIdentifiers
+        )
+    }
+
+    static func milliseconds(_ date: Date) -> Int64 {
+        Int64((date.timeIntervalSince1970 * 1000).rounded())
+    }
+
+    /// A configuration that trusts this fake root, with the clock 5 s after `signedDate`.
+    func configuration(
+        bundleIDs: Set<String> = [FakeAppStore.bundleID],
+        environments: Set<Environment> = [.sandbox, .production],
+        appAppleID: Int64? = FakeAppStore.appAppleID,
+        now: Date = FakeAppStore.signedDate.addingTimeInterval(5)
+    ) -> VerifierConfiguration {
+        VerifierConfiguration(
+            rootCertificates: [root.certificate], bundleIDs: bundleIDs, environments: environments,
+            appAppleID: appAppleID, clock: { now }
+        )
+    }
+
+    func verifier(
+        bundleIDs: Set<String> = [FakeAppStore.bundleID],
+        environments: Set<Environment> = [.sandbox, .production],
+        appAppleID: Int64? = FakeAppStore.appAppleID,
+        now: Date = FakeAppStore.signedDate.addingTimeInterval(5)
+    ) -> SignedDataVerifier {
+        SignedDataVerifier(configuration: configuration(
+            bundleIDs: bundleIDs, environments: environments, appAppleID: appAppleID, now: now
+        ))
+    }
+
+    var defaultChain: [Certificate] { [leaf, intermediate.certificate, root.certificate] }
+
+    /// Signs `payload` as a compact JWS. Every part can be overridden to
+    /// make a bad token.
+    func sign(
+        _ payload: [String: Any],
+        alg: String = "ES256",
+        chain: [Certificate]? = nil,
+        extraHeader: [String: Any] = [:],
+        signer: ((String) -> [UInt8])? = nil
+    ) -> String {
+        var header: [String: Any] = ["alg": alg, "x5c": (chain ?? defaultChain).map { Base64.encode($0.derBytes) }]
+        header.merge(extraHeader) { _, new in new }
+        return sign(headerJSON: Self.json(header), payloadJSON: Self.json(payload), signer: signer)
+    }
+
+    func sign(headerJSON: [UInt8], payloadJSON: [UInt8], signer: ((String) -> [UInt8])? = nil) -> String {
+        let signingInput = Base64URL.encode(headerJSON) + "." + Base64URL.encode(payloadJSON)
+        let signature = signer?(signingInput) ?? leafKey.signES256(Array(signingInput.utf8))
+        return signingInput + "." + Base64URL.encode(signature)
+    }
+
+    static func json(_ object: Any) -> [UInt8] {
+        // Sorted keys keep tokens stable across runs apart from the signature.
+        Array(try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
+    }
+
+    // MARK: - Payloads
+
+    static func transaction(
+        transactionID: String = "2000000000000001",
+        bundleID: String = FakeAppStore.bundleID,
+        environment: String = "Sandbox",
+        signedDate: Int64 = FakeAppStore.signedDateMilliseconds
+    ) -> [String: Any] {
+        [
+            "transactionId": transactionID,
+            "originalTransactionId": transactionID,
+            "bundleId": bundleID,
+            "productId": "coins.1000",
+            "purchaseDate": signedDate - 60_000,
+            "originalPurchaseDate": signedDate - 60_000,
+            "quantity": 1,
+            "type": "Consumable",
+            "inAppOwnershipType": "PURCHASED",
+            "signedDate": signedDate,
+            "environment": environment,
+            "transactionReason": "PURCHASE",
+            "storefront": "USA",
+            "storefrontId": "143441",
+            "price": 4990,
+            "currency": "USD",
+            "appAccountToken": "7e3fb20b-4cdb-47cc-936d-99d65f608138",
+        ]
+    }
+
+    static func renewalInfo(environment: String = "Sandbox") -> [String: Any] {
+        [
+            "originalTransactionId": "2000000000000001",
+            "autoRenewProductId": "pass.monthly",
+            "productId": "pass.monthly",
+            "autoRenewStatus": 1,
+            "signedDate": signedDateMilliseconds,
+            "environment": environment,
+            "recentSubscriptionStartDate": signedDateMilliseconds - 86_400_000,
+            "renewalDate": signedDateMilliseconds + 86_400_000,
+        ]
+    }
+
+    /// A notification whose `data` carries the given nested tokens.
+    static func notification(
+        type: String = "ONE_TIME_CHARGE",
+        bundleID: String = FakeAppStore.bundleID,
+        environment: String = "Sandbox",
+        appAppleID: Int64? = FakeAppStore.appAppleID,
+        signedTransactionInfo: String? = nil,
+        signedRenewalInfo: String? = nil
+    ) -> [String: Any] {
+        var data: [String: Any] = ["bundleId": bundleID, "bundleVersion": "42", "environment": environment]
+        if let appAppleID { data["appAppleId"] = appAppleID }
+        if let signedTransactionInfo { data["signedTransactionInfo"] = signedTransactionInfo }
+        if let signedRenewalInfo { data["signedRenewalInfo"] = signedRenewalInfo }
+        return [
+            "notificationType": type,
+            "notificationUUID": "3a4d0a3c-0e0f-4b7e-9a55-6c1f2b8f0c11",
+            "version": "2.0",
+            "signedDate": signedDateMilliseconds,
+            "data": data,
+        ]
+    }
+}
+
+/// Runs `body` and returns the verification error it throws, or nil if it
+/// succeeds. Any other error is recorded as a test failure.
+func verificationError<T>(_ body: () throws -> T) -> VerificationError? {
+    do {
+        _ = try body()
+        return nil
+    } catch let error as VerificationError {
+        return error
+    } catch {
+        Issue.record("unexpected error type: \(error)")
+        return nil
+    }
+}
