@@ -99,8 +99,11 @@ struct RequestTarget {
     var path: String
     var query: [String: String]
 
-    /// Nil when the target is not an absolute path or its encoding is invalid.
+    /// Nil when the target is neither origin-form nor absolute-form
+    /// (`http://host/path`, which RFC 9112 requires servers to accept), or
+    /// its encoding is invalid.
     init?(raw: [UInt8]) {
+        let raw = Self.originForm(raw)
         guard raw.first == UInt8(ascii: "/") else { return nil }
         let queryStart = raw.firstIndex(of: UInt8(ascii: "?")) ?? raw.endIndex
         var segments: [String] = []
@@ -121,6 +124,25 @@ struct RequestTarget {
         self.segments = segments
         self.path = "/" + segments.joined(separator: "/")
         self.query = query
+    }
+
+    /// The path and query of an absolute-form target; other targets unchanged.
+    private static func originForm(_ raw: [UInt8]) -> [UInt8] {
+        let lowered = raw.prefix(8).map { $0 | 0x20 }
+        let schemeLength: Int
+        if lowered.starts(with: Array("http://".utf8)) {
+            schemeLength = 7
+        } else if lowered.starts(with: Array("https://".utf8)) {
+            schemeLength = 8
+        } else {
+            return raw
+        }
+        let rest = raw.dropFirst(schemeLength)
+        guard let pathStart = rest.firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") }) else {
+            return [UInt8(ascii: "/")]
+        }
+        let tail = Array(raw[pathStart...])
+        return tail.first == UInt8(ascii: "/") ? tail : [UInt8(ascii: "/")] + tail
     }
 
     /// Decodes `%XX` escapes (and `+` when asked); nil for a malformed escape
