@@ -66,7 +66,10 @@ final class ServerCore: Sendable {
             if messages.count == Self.libraryMessagesMax { messages.removeFirst() }
             messages.append(message)
         }
-        logger.info("libmicrohttpd message", ["http.library_message": message])
+        // The library says this whenever the handler returns MHD_NO, which
+        // this server does only on purpose (see `rejectMidBody`) and logs itself.
+        let isEcho = message.hasPrefix("Application reported internal error")
+        logger.log(isEcho ? .debug : .info, "libmicrohttpd message", ["http.library_message": message])
     }
 
     func recentLibraryMessages() -> [String] {
@@ -195,7 +198,7 @@ final class ServerCore: Sendable {
 
     /// libmicrohttpd 0.9.75 refuses to queue a response while a body is being
     /// read, so the response is written to the socket directly and the
-    /// connection is closed (returning .NO). Nothing else writes to the
+    /// connection is closed (by returning MHD_NO). Nothing else writes to the
     /// socket in this phase.
     private func rejectMidBody(_ problem: Problem, _ context: RequestContext, _ connection: OpaquePointer) -> MHD_Result {
         writeDirectly(.problem(problem), context, connection)
