@@ -24,7 +24,7 @@ public struct CompletedRequest: Sendable {
     }
 }
 
-public enum ServerError: Error, Sendable, CustomStringConvertible {
+public enum ServerError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A configuration value is out of range; the message names it.
     case invalidConfiguration(String)
     /// libmicrohttpd refused to start (for example, the port is taken); the

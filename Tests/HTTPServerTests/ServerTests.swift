@@ -1,5 +1,6 @@
 import Dispatch
 import HTTPServer
+import Logging
 import Testing
 import TestSupport
 
@@ -190,6 +191,21 @@ struct ServerTests {
         // Just under the limit passes.
         let fits = try client.request(method: "GET", path: "/health", headers: [("X-Padding", String(repeating: "p", count: 800))])
         #expect(fits.status == 200)
+    }
+
+    @Test func connectionsBeyondTheLimitWaitForASlot() throws {
+        let test = try TestServer(configure: { $0.maxConnections = 2; $0.threads = 2 }, routes: Self.echoRoutes)
+        defer { test.server.shutdown() }
+        let held = try (0..<2).map { _ in try test.client() }
+        for client in held {
+            #expect(try client.request(method: "GET", path: "/health").status == 200)
+        }
+        // The kernel completes the handshake, but the server does not accept.
+        let third = try test.client(timeoutSeconds: 0.5)
+        #expect(throws: HTTPTestClientError.timedOut) { _ = try third.request(method: "GET", path: "/health") }
+        held[0].close()
+        third.timeoutSeconds = 5
+        #expect(try third.readResponse().status == 200)
     }
 
     @Test func keepAliveServesSeveralRequestsOnOneConnection() throws {
@@ -559,6 +575,44 @@ struct ServerTests {
         #expect(seen.map(\.routePattern) == ["/v1/wallets/{user_id}/entries", nil, nil])
         #expect(seen.map(\.method) == ["GET", "GET", "PUT"])
         #expect(seen.allSatisfy { $0.durationSeconds >= 0 && $0.durationSeconds < 5 })
+    }
+
+    // MARK: Lifecycle
+
+    @Test func startFailureCarriesTheLibrarysReason() throws {
+        let first = try TestServer(routes: Self.echoRoutes)
+        defer { first.server.shutdown() }
+        let taken = first.port
+        let second = try Server(
+            configuration: .init(port: taken, threads: 2), router: Router(),
+            logger: Logger(label: "http-test", sink: .discard))
+        #expect(second.port == 0)
+        do {
+            try second.start()
+            Issue.record("a second server bound port \(taken)")
+        } catch ServerError.startFailed(let reason) {
+            #expect(reason.contains("Address already in use"), "\(reason)")
+        }
+        #expect(throws: ServerError.alreadyStarted) { try first.server.start() }
+    }
+
+    @Test func invalidConfigurationNamesTheValue() {
+        func refused(_ configure: (inout Server.Configuration) -> Void) -> String? {
+            var configuration = Server.Configuration(port: 0)
+            configure(&configuration)
+            do {
+                _ = try Server(configuration: configuration, router: Router(), logger: Logger(label: "t", sink: .discard))
+                return nil
+            } catch {
+                return "\(error)"
+            }
+        }
+        #expect(refused { $0.host = "localhost" }?.contains("host \"localhost\"") == true)
+        #expect(refused { $0.threads = 0 }?.contains("threads") == true)
+        #expect(refused { $0.maxConnections = 1; $0.threads = 4 }?.contains("maxConnections") == true)
+        #expect(refused { $0.requestTimeoutSeconds = 0 }?.contains("requestTimeoutSeconds") == true)
+        #expect(refused { $0.host = "::" } == nil)
+        #expect(refused { _ in } == nil)
     }
 
     // MARK: Shutdown
