@@ -1,0 +1,85 @@
+import Dispatch
+import Foundation
+import HTTPServer
+import Logging
+import Synchronization
+import TestSupport
+
+/// Keeps every log line, so tests can check what was (and was not) logged.
+final class LogCapture: Sendable {
+    private let lines = Mutex<[String]>([])
+
+    var sink: Logger.Sink {
+        Logger.Sink { line in self.lines.withLock { $0.append(line) } }
+    }
+
+    var text: String {
+        lines.withLock { $0.joined() }
+    }
+}
+
+/// A server on an ephemeral loopback port with two threads, as small as the
+/// machine it must prove things on.
+struct TestServer {
+    let server: Server
+    let log = LogCapture()
+
+    init(
+        configure: (inout Server.Configuration) -> Void = { _ in },
+        observer: (@Sendable (CompletedRequest) -> Void)? = nil,
+        routes: (Router) -> Void
+    ) throws {
+        var configuration = Server.Configuration(port: 0, threads: 2, shutdownGraceSeconds: 5)
+        configure(&configuration)
+        let router = Router()
+        routes(router)
+        server = try Server(
+            configuration: configuration, router: router,
+            logger: Logger(label: "http-test", level: .debug, sink: log.sink), observer: observer)
+        try server.start()
+    }
+
+    var port: UInt16 { server.port }
+
+    func client(timeoutSeconds: Double = 5) throws -> HTTPTestClient {
+        try HTTPTestClient(port: port, timeoutSeconds: timeoutSeconds)
+    }
+}
+
+/// A one-shot signal between threads, with a deadline on every wait.
+final class Signal: Sendable {
+    private let semaphore = DispatchSemaphore(value: 0)
+
+    func fire() { semaphore.signal() }
+
+    func wait(seconds: Double) -> Bool {
+        semaphore.wait(timeout: .now() + seconds) == .success
+    }
+}
+
+/// Values handed between threads in a test.
+final class Locked<Value: Sendable>: Sendable {
+    private let value: Mutex<Value>
+
+    init(_ value: Value) {
+        self.value = Mutex(value)
+    }
+
+    func withLock<T: Sendable>(_ body: (inout Value) -> T) -> T {
+        value.withLock { body(&$0) }
+    }
+
+    var current: Value { value.withLock { $0 } }
+}
+
+/// Runs `body` on a new thread, for calls that block (shutdown).
+///
+/// Not on Dispatch's global queues: on Linux the test functions themselves run
+/// on those few threads, and blocking them would delay every other block.
+func onAnotherThread(_ body: @escaping @Sendable () -> Void) {
+    Thread(block: body).start()
+}
+
+/// Where handlers under test send their deferred answers from. A serial queue
+/// may get its own thread when the global ones are busy with blocking test code.
+let answerQueue = DispatchQueue(label: "http-test.answers")
