@@ -68,7 +68,7 @@ let package = Package(
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"]),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto"]),
-        .testTarget(name: "AppStoreTests", dependencies: ["AppStore", "Crypto"]),
+        .testTarget(name: "AppStoreTests", dependencies: ["AppStore", "Crypto"], exclude: ["Vectors"]),
         .testTarget(name: "WalletCoreTests", dependencies: ["WalletCore"]),
         .testTarget(
             name: "WalletServiceTests",

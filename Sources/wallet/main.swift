@@ -1,1 +1,4 @@
-print("wallet")
+import Foundation
+import WalletService
+
+exit(WalletCommand.main(arguments: CommandLine.arguments, environment: ProcessInfo.processInfo.environment))

@@ -1,0 +1,165 @@
+import Crypto
+import Foundation
+import Postgres
+import Synchronization
+import WalletCore
+
+/// API keys: making, listing and revoking them, and finding the client
+/// behind a presented secret.
+///
+/// A secret is `wk_` and 32 CSPRNG bytes in base64url. Only its SHA-256 is
+/// stored. A lookup goes by that hash, so its timing depends on the hash of
+/// what was presented and says nothing about other keys; the stored hash is
+/// then compared in constant time.
+struct APIKeys: Sendable {
+    static let secretPrefix = "wk_"
+
+    struct KeyInfo: Sendable, Equatable {
+        var name: String
+        var scopes: [Scope]
+        var createdAt: String
+        var lastUsedAt: String?
+        var revokedAt: String?
+    }
+
+    enum KeyError: Error, CustomStringConvertible, Equatable {
+        case badName(String)
+        case noScopes
+        case unknownScope(String)
+        case nameTaken(String)
+        case noSuchKey(String)
+
+        var description: String {
+            switch self {
+            case .badName(let name): "key name \(name) must be 1-64 characters of [A-Za-z0-9._-]"
+            case .noScopes: "give at least one scope: credit, debit, read, admin"
+            case .unknownScope(let scope): "unknown scope \(scope); scopes are credit, debit, read, admin"
+            case .nameTaken(let name): "a live key named \(name) exists; revoke it first"
+            case .noSuchKey(let name): "no live key named \(name)"
+            }
+        }
+    }
+
+    static func parseScopes(_ text: String) throws(KeyError) -> [Scope] {
+        var scopes: [Scope] = []
+        for part in text.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !part.isEmpty {
+            guard let scope = Scope(rawValue: part) else { throw .unknownScope(part) }
+            if !scopes.contains(scope) { scopes.append(scope) }
+        }
+        guard !scopes.isEmpty else { throw .noScopes }
+        return scopes.sorted()
+    }
+
+    static func makeSecret() -> String {
+        secretPrefix + Base64URL.encode(SecureRandom.bytes(count: 32))
+    }
+
+    static func hash(_ secret: String) -> [UInt8] {
+        SHA256.hash(Array(secret.utf8))
+    }
+
+    /// Stores a new key and returns its secret, which is never stored.
+    static func create(name: String, scopes: [Scope], on connection: Connection) throws -> String {
+        guard (1...64).contains(name.utf8.count), ProductID(name) != nil else { throw KeyError.badName(name) }
+        guard !scopes.isEmpty else { throw KeyError.noScopes }
+        let secret = makeSecret()
+        do {
+            try connection.query("""
+                INSERT INTO wallet.api_keys (name, key_hash, scopes)
+                VALUES (\(name), \(ByteA(hash(secret))), \(scopes.map(\.rawValue))::text[])
+                """)
+        } catch {
+            // (A `catch where` on this typed error crashes the 6.3.1 compiler.)
+            if error.sqlState == .uniqueViolation { throw KeyError.nameTaken(name) }
+            throw error
+        }
+        return secret
+    }
+
+    static func list(on connection: Connection) throws -> [KeyInfo] {
+        try connection.query("""
+            SELECT name, array_to_string(scopes, ','), wallet.rfc3339(created_at), wallet.rfc3339(last_used_at),
+                   wallet.rfc3339(revoked_at)
+            FROM wallet.api_keys ORDER BY revoked_at IS NOT NULL, name, created_at
+            """).map { row in
+            KeyInfo(name: try row.decode(String.self, at: 0),
+                    scopes: try row.decode(String.self, at: 1).split(separator: ",").compactMap { Scope(rawValue: String($0)) },
+                    createdAt: try row.decode(String.self, at: 2),
+                    lastUsedAt: try row.decodeIfPresent(String.self, at: 3),
+                    revokedAt: try row.decodeIfPresent(String.self, at: 4))
+        }
+    }
+
+    static func revoke(name: String, on connection: Connection) throws {
+        let rows = try connection.query("""
+            UPDATE wallet.api_keys SET revoked_at = now() WHERE name = \(name) AND revoked_at IS NULL
+            """)
+        guard rows.affectedRows == 1 else { throw KeyError.noSuchKey(name) }
+    }
+
+    static func count(on connection: Connection) throws -> Int {
+        try connection.query("SELECT count(*) FROM wallet.api_keys")[0].decode(Int.self, at: 0)
+    }
+
+    /// The live client with this secret's hash, or nil.
+    static func authenticate(hash: [UInt8], on connection: Connection) throws -> APIClient? {
+        guard let row = try connection.prepared("""
+            SELECT name, array_to_string(scopes, ','), key_hash FROM wallet.authenticate(\(ByteA(hash)))
+            """).single else { return nil }
+        let stored = try row.decode(ByteA.self, at: 2).bytes
+        guard constantTimeEquals(stored, hash) else { return nil }
+        let scopes = try row.decode(String.self, at: 1).split(separator: ",").compactMap { Scope(rawValue: String($0)) }
+        return APIClient(name: try row.decode(String.self, at: 0), scopes: Set(scopes))
+    }
+}
+
+/// Finds the client for a bearer secret, with a short cache so a hot key
+/// costs no query. Entries live `timeToLiveSeconds` (revocation reaches
+/// every instance within that), and the cache holds at most `entriesMax`.
+final class Authenticator: Sendable {
+    private struct Entry {
+        var client: APIClient?
+        var expires: ContinuousClock.Instant
+    }
+
+    let timeToLiveSeconds: Double
+    let entriesMax: Int
+    private let cache = Mutex<[[UInt8]: Entry]>([:])
+    private let pool: ConnectionPool
+
+    init(pool: ConnectionPool, timeToLiveSeconds: Double = 2, entriesMax: Int = 10_000) {
+        self.pool = pool
+        self.timeToLiveSeconds = timeToLiveSeconds
+        self.entriesMax = entriesMax
+    }
+
+    /// The client for an `Authorization` header value, or an error.
+    func client(authorization: String?) throws(WalletError) -> APIClient {
+        guard let authorization, authorization.utf8.count <= 512 else { throw .unauthorized }
+        let parts = authorization.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw .unauthorized }
+        let secret = parts[1].trimmingCharacters(in: .whitespaces)
+        guard secret.hasPrefix(APIKeys.secretPrefix) else { throw .unauthorized }
+        let hash = APIKeys.hash(secret)
+        let now = ContinuousClock.now
+        if let entry = cache.withLock({ $0[hash] }), entry.expires > now {
+            guard let client = entry.client else { throw .unauthorized }
+            return client
+        }
+        let client: APIClient?
+        do {
+            client = try pool.withConnection { try APIKeys.authenticate(hash: hash, on: $0) }
+        } catch {
+            throw .databaseUnavailable
+        }
+        cache.withLock { cache in
+            if cache.count >= entriesMax {
+                cache = cache.filter { $0.value.expires > now }
+                if cache.count >= entriesMax { cache.removeAll(keepingCapacity: true) }
+            }
+            cache[hash] = Entry(client: client, expires: now + .milliseconds(Int(timeToLiveSeconds * 1000)))
+        }
+        guard let client else { throw .unauthorized }
+        return client
+    }
+}

@@ -1,0 +1,234 @@
+import Foundation
+import HTTPServer
+public import Logging
+import Postgres
+import Synchronization
+import WalletCore
+
+/// The running service: database pools, group-commit writers, the HTTP
+/// server and the background upkeep. `main` builds it with
+/// `buildApplication(configuration:logger:)`; tests call the same factory
+/// with their own database and port 0.
+public final class Application: Sendable {
+    public let configuration: Configuration
+    /// The database the service uses (the embedded one's conninfo, or the URL).
+    public let databaseConninfo: String
+    public let embeddedDatabase: EmbeddedDatabase?
+    let pool: ConnectionPool
+    let writerPool: ConnectionPool
+    let groupCommit: GroupCommit
+    let metrics: Metrics
+    let readiness: Readiness
+    let server: Server
+    let router: Router
+    private let logger: Logger
+    private let upkeep: Upkeep
+
+    init(configuration: Configuration, databaseConninfo: String, embeddedDatabase: EmbeddedDatabase?,
+         logger: Logger) throws {
+        self.configuration = configuration
+        self.databaseConninfo = databaseConninfo
+        self.embeddedDatabase = embeddedDatabase
+        self.logger = logger
+        metrics = Metrics()
+        readiness = Readiness()
+
+        let databaseLogger = Logger(label: "wallet.db", level: logger.level, metadata: logger.metadata)
+        var connection = Connection.Options(conninfo: databaseConninfo)
+        connection.statementTimeoutMilliseconds = max(1_000, configuration.requestTimeoutSeconds * 1_000)
+        connection.connectTimeoutSeconds = 3
+        var poolConfiguration = ConnectionPool.Configuration(connection: connection)
+        poolConfiguration.maximumConnections = configuration.databasePoolSize
+        poolConfiguration.acquireTimeoutMilliseconds = min(5_000, configuration.requestTimeoutSeconds * 1_000)
+        pool = ConnectionPool(configuration: poolConfiguration, logger: databaseLogger)
+
+        // The writers get their own connections, one each, apart from reads.
+        var writerConfiguration = poolConfiguration
+        writerConfiguration.maximumConnections = configuration.writers
+        writerPool = ConnectionPool(configuration: writerConfiguration, logger: databaseLogger)
+        groupCommit = GroupCommit(writerCount: configuration.writers, batchOperationsMax: configuration.batchOperationsMax,
+                                  pool: writerPool, metrics: metrics, logger: logger)
+
+        router = Router()
+        let api = WalletAPI(
+            pool: pool, groupCommit: groupCommit, authenticator: Authenticator(pool: pool),
+            credits: CreditVerification(modes: configuration.creditVerification),
+            metrics: metrics, readiness: readiness, requestTimeoutSeconds: configuration.requestTimeoutSeconds,
+            logger: logger)
+        api.register(on: router)
+        OperationsAPI(pool: pool, readiness: readiness, metrics: metrics, groupCommit: groupCommit)
+            .register(on: router)
+
+        let metrics = metrics
+        server = try Server(
+            configuration: .init(
+                host: configuration.listen.host, port: configuration.listen.port, threads: configuration.httpThreads,
+                maxBodyBytes: configuration.maxBodyBytes, maxHeaderBytes: configuration.maxHeaderBytes,
+                maxConnections: configuration.maxConnections, idleTimeoutSeconds: configuration.idleTimeoutSeconds,
+                requestTimeoutSeconds: configuration.requestTimeoutSeconds, shutdownGraceSeconds: 10),
+            router: router,
+            logger: Logger(label: "wallet.http", level: logger.level, metadata: logger.metadata),
+            observer: { completed in
+                metrics.observeRequest(method: completed.method, route: completed.routePattern,
+                                       status: completed.status, durationSeconds: completed.durationSeconds)
+            })
+        upkeep = Upkeep(pool: pool, readiness: readiness, migrate: configuration.migrateOnStart,
+                        retentionHours: configuration.idempotencyRetentionHours, logger: logger)
+    }
+
+    /// The bound port (useful with port 0).
+    public var port: UInt16 { server.port }
+
+    /// Opens the port and starts the background work. The database may still
+    /// be coming up: the service then answers 503 until it is reachable and
+    /// migrated, and `/readyz` says so.
+    public func start() throws {
+        upkeep.start()
+        try server.start()
+        logger.info("listening", ["http.address": "\(configuration.listen.host):\(port)"])
+    }
+
+    /// Waits until the schema is ready (migrations applied), at most `timeoutSeconds`.
+    @discardableResult
+    public func waitUntilReady(timeoutSeconds: Double) -> Bool {
+        readiness.waitForSchema(timeoutSeconds: timeoutSeconds)
+    }
+
+    /// Stops accepting, finishes requests in flight, drains the writers,
+    /// closes the pools and, for the embedded database, stops PostgreSQL.
+    public func shutdown() {
+        server.shutdown()
+        groupCommit.shutdown(timeoutSeconds: 10)
+        upkeep.stop()
+        writerPool.shutdown()
+        pool.shutdown()
+        embeddedDatabase?.stopIfStartedHere()
+        logger.info("stopped")
+    }
+}
+
+/// Builds the service from its configuration. With no database URL it starts
+/// the embedded development database first.
+public func buildApplication(configuration: Configuration, logger: Logger) throws -> Application {
+    if let url = configuration.databaseURL {
+        return try Application(configuration: configuration, databaseConninfo: url, embeddedDatabase: nil, logger: logger)
+    }
+    let embedded = try EmbeddedDatabase.start(dataDirectory: configuration.dataDirectory, logger: logger)
+    do {
+        return try Application(configuration: configuration, databaseConninfo: embedded.conninfo,
+                               embeddedDatabase: embedded, logger: logger)
+    } catch {
+        embedded.stopIfStartedHere()
+        throw error
+    }
+}
+
+/// Whether the schema is in place. Until it is, requests that need the
+/// database answer 503 and `/readyz` is not ready.
+final class Readiness: Sendable {
+    private let schemaReady = Atomic<Bool>(false)
+    private let ready = DispatchSemaphore(value: 0)
+
+    var isSchemaReady: Bool { schemaReady.load(ordering: .acquiring) }
+
+    func markSchemaReady() {
+        if !schemaReady.exchange(true, ordering: .acquiringAndReleasing) { ready.signal() }
+    }
+
+    func waitForSchema(timeoutSeconds: Double) -> Bool {
+        if isSchemaReady { return true }
+        guard ready.wait(timeout: .now() + timeoutSeconds) == .success else { return false }
+        ready.signal()
+        return true
+    }
+}
+
+/// Background work on one thread: bring the schema up (retrying with
+/// backoff while the database is unreachable), then purge expired
+/// idempotency records in small rounds.
+final class Upkeep: Sendable {
+    private let pool: ConnectionPool
+    private let readiness: Readiness
+    private let migrate: Bool
+    private let retentionHours: Int
+    private let logger: Logger
+    private let stopping = Atomic<Bool>(false)
+    private let stopped = DispatchSemaphore(value: 0)
+
+    static let purgeRoundRows = 1_000
+    static let purgeRoundsMax = 20
+    static let purgeIntervalSeconds = 60.0
+
+    init(pool: ConnectionPool, readiness: Readiness, migrate: Bool, retentionHours: Int, logger: Logger) {
+        self.pool = pool
+        self.readiness = readiness
+        self.migrate = migrate
+        self.retentionHours = retentionHours
+        self.logger = logger
+    }
+
+    func start() {
+        let thread = Thread { [self] in
+            bringSchemaUp()
+            var nextPurge = Date()
+            while !stopping.load(ordering: .relaxed) {
+                if Date() >= nextPurge {
+                    purge()
+                    nextPurge = Date(timeIntervalSinceNow: Self.purgeIntervalSeconds)
+                }
+                sleep(seconds: 0.5)
+            }
+            stopped.signal()
+        }
+        thread.name = "wallet-upkeep"
+        thread.start()
+    }
+
+    func stop() {
+        stopping.store(true, ordering: .relaxed)
+        _ = stopped.wait(timeout: .now() + 10)
+    }
+
+    private func bringSchemaUp() {
+        var backoffSeconds = 0.25
+        while !stopping.load(ordering: .relaxed) {
+            do {
+                try pool.withConnection(deadline: Date(timeIntervalSinceNow: 5)) { connection in
+                    if migrate {
+                        let migrator = try Migrator(files: Schema.migrationFiles, logger: logger)
+                        try connection.execute("SET statement_timeout = 0")
+                        defer { try? connection.execute("RESET statement_timeout") }
+                        try migrator.migrate(connection: connection)
+                    } else {
+                        _ = try connection.query("SELECT 1 FROM wallet.entries LIMIT 0")
+                    }
+                }
+                readiness.markSchemaReady()
+                return
+            } catch {
+                logger.warning("database not ready; retrying", ["error": String(reflecting: error),
+                                                                "retry.seconds": String(backoffSeconds)])
+            }
+            sleep(seconds: backoffSeconds)
+            backoffSeconds = min(backoffSeconds * 2, 5)
+        }
+    }
+
+    private func purge() {
+        guard readiness.isSchemaReady else { return }
+        var total = 0
+        for _ in 0..<Self.purgeRoundsMax {
+            guard !stopping.load(ordering: .relaxed) else { break }
+            let deleted = (try? pool.withConnection {
+                try LedgerStore.purgeIdempotencyKeys(olderThanHours: retentionHours, limit: Self.purgeRoundRows, on: $0)
+            }) ?? 0
+            total += deleted
+            if deleted < Self.purgeRoundRows { break }
+        }
+        if total > 0 { logger.info("idempotency records purged", ["purge.rows": String(total)]) }
+    }
+
+    private func sleep(seconds: Double) {
+        Thread.sleep(forTimeInterval: seconds)
+    }
+}

@@ -1,0 +1,43 @@
+import Foundation
+import HTTPServer
+import Postgres
+import WalletCore
+
+/// Endpoints for operators and tools, all without authentication: liveness,
+/// readiness, Prometheus metrics and the OpenAPI document.
+struct OperationsAPI: Sendable {
+    let pool: ConnectionPool
+    let readiness: Readiness
+    let metrics: Metrics
+    let groupCommit: GroupCommit
+
+    static let readinessProbeSeconds = 2.0
+
+    func register(on router: Router) {
+        router.add("GET", "/healthz", sync: { _ in .json(StatusJSON(status: "ok")) })
+        router.add("GET", "/readyz", sync: readyz)
+        router.add("GET", "/metrics", sync: { _ in
+            .text(metrics.render(pool: pool.statistics, writerQueueDepth: groupCommit.queueDepth),
+                  contentType: "text/plain; version=0.0.4; charset=utf-8")
+        })
+        router.add("GET", "/openapi.json", sync: { _ in
+            Response(status: 200, headers: [("Content-Type", "application/json")], body: OpenAPI.document)
+        })
+    }
+
+    /// Ready when the schema is in place and a database round trip succeeds
+    /// now; the pool replaces dead connections, so this recovers by itself
+    /// once PostgreSQL is back.
+    func readyz(_ request: Request) throws -> Response {
+        guard readiness.isSchemaReady else { throw WalletError.databaseUnavailable }
+        _ = try WalletAPI.read(pool: pool, metrics: metrics, timeoutSeconds: Self.readinessProbeSeconds) {
+            try $0.prepared("SELECT 1")
+        }
+        return .json(StatusJSON(status: "ready"))
+    }
+}
+
+enum OpenAPI {
+    /// The hand-written document, compiled in from `Embedded/openapi.json`.
+    static let document: [UInt8] = Array(EmbeddedFiles.named("openapi.json") ?? Data("{}".utf8))
+}

@@ -1,0 +1,170 @@
+import HTTPServer
+import WalletCore
+
+/// Request bodies. Each decodes through Codable from strictly parsed JSON and
+/// validates every field, collecting all the bad ones so one 422 names them
+/// all. Members the API does not know are refused too: a misspelt optional
+/// field must not be silently dropped from a payment.
+
+struct CreditBody: Decodable {
+    var userID: UserID
+    var flowNo: FlowNumber
+    var productID: ProductID
+    /// nil when the request leaves it to the default (1) or to the App Store evidence.
+    var quantity: Quantity?
+    var claimedAmount: Int64?
+    var signedTransaction: String?
+    var receiptData: String?
+
+    static let members: Set<String> = ["user_id", "flow_no", "product_id", "quantity", "amount",
+                                       "signed_transaction", "receipt_data"]
+
+    init(from decoder: any Decoder) throws {
+        var fields = try FieldValidator(decoder, allowed: Self.members)
+        let userID = fields.required("user_id", UserID.init, "must be 1-128 characters of [A-Za-z0-9._:@-]")
+        let flowNo = fields.required("flow_no", FlowNumber.init, "must be 1-128 characters of [A-Za-z0-9._:@-]")
+        let productID = fields.required("product_id", ProductID.init, "must be 1-128 characters of [A-Za-z0-9._-]")
+        quantity = fields.optional("quantity", { (value: Int) in Quantity(value) }, "must be an integer from 1 to 10")
+        claimedAmount = fields.optional("amount", { (value: Int64) in Amount(value)?.value },
+                                        "must be an integer from 1 to 1000000000000")
+        signedTransaction = fields.optional("signed_transaction", { (value: String) in
+            (1...65_536).contains(value.utf8.count) ? value : nil
+        }, "must be a compact JWS string")
+        receiptData = fields.optional("receipt_data", { (value: String) in
+            (1...(512 << 10)).contains(value.utf8.count) ? value : nil
+        }, "must be a base64 receipt string")
+        if signedTransaction != nil && receiptData != nil {
+            fields.fail("receipt_data", "send signed_transaction or receipt_data, not both")
+        }
+        try fields.finish()
+        self.userID = userID!
+        self.flowNo = flowNo!
+        self.productID = productID!
+    }
+}
+
+struct DebitBody: Decodable {
+    var userID: UserID
+    var amount: Amount
+    var currency: Currency
+    var reason: String?
+    var metadata: JSONValue?
+
+    static let members: Set<String> = ["user_id", "amount", "currency", "reason", "metadata"]
+    static let reasonCharactersMax = 200
+    static let metadataBytesMax = 4 << 10
+
+    init(from decoder: any Decoder) throws {
+        var fields = try FieldValidator(decoder, allowed: Self.members)
+        let userID = fields.required("user_id", UserID.init, "must be 1-128 characters of [A-Za-z0-9._:@-]")
+        let amount = fields.required("amount", { (value: Int64) in Amount(value) },
+                                     "must be an integer from 1 to 1000000000000")
+        currency = fields.optional("currency", Currency.init, "must match [a-z][a-z0-9_]{0,31}") ?? .coin
+        reason = fields.optional("reason", { (value: String) in
+            value.count <= Self.reasonCharactersMax && !value.unicodeScalars.contains("\0") ? value : nil
+        }, "must be a string of at most 200 characters, without NUL")
+        metadata = fields.optional("metadata", { (value: JSONValue) -> JSONValue? in
+            guard case .object = value, !value.containsNUL,
+                  value.canonicalBytes().count <= Self.metadataBytesMax else { return nil }
+            return value
+        }, "must be a JSON object of at most 4 KiB, without NUL characters")
+        try fields.finish()
+        self.userID = userID!
+        self.amount = amount!
+    }
+
+    /// The request as the idempotency hash sees it: method, path and the
+    /// parsed fields with sorted keys and defaults applied, not the raw bytes.
+    var canonicalText: [UInt8] {
+        var members: [(key: String, value: JSONValue)] = [
+            ("amount", JSONValue(amount.value)),
+            ("currency", .string(currency.rawValue)),
+            ("user_id", .string(userID.rawValue)),
+        ]
+        if let reason { members.append(("reason", .string(reason))) }
+        if let metadata { members.append(("metadata", metadata)) }
+        return Array("POST /v1/debits\n".utf8) + JSONValue.object(members).canonicalBytes()
+    }
+}
+
+/// Collects field errors while decoding one JSON object.
+struct FieldValidator {
+    struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    private let container: KeyedDecodingContainer<Key>
+    private(set) var errors: [FieldError] = []
+
+    init(_ decoder: any Decoder, allowed: Set<String>) throws {
+        do {
+            container = try decoder.container(keyedBy: Key.self)
+        } catch {
+            throw WalletError.validationFailed([FieldError(field: "body", message: "must be a JSON object")])
+        }
+        for key in container.allKeys where !allowed.contains(key.stringValue) {
+            errors.append(FieldError(field: key.stringValue, message: "is not a known field"))
+        }
+    }
+
+    mutating func fail(_ field: String, _ message: String) {
+        errors.append(FieldError(field: field, message: message))
+    }
+
+    /// A field that must be present and valid; nil after recording an error.
+    mutating func required<Raw: Decodable, Value>(_ field: String, _ make: (Raw) -> Value?, _ message: String) -> Value? {
+        guard container.contains(Key(stringValue: field)) else {
+            fail(field, "is required")
+            return nil
+        }
+        return optional(field, make, message)
+    }
+
+    /// A field that may be absent (or null); nil when absent or invalid.
+    mutating func optional<Raw: Decodable, Value>(_ field: String, _ make: (Raw) -> Value?, _ message: String) -> Value? {
+        let key = Key(stringValue: field)
+        guard container.contains(key) else { return nil }
+        if (try? container.decodeNil(forKey: key)) == true { return nil }
+        guard let raw = try? container.decode(Raw.self, forKey: key), let value = make(raw) else {
+            fail(field, message)
+            return nil
+        }
+        return value
+    }
+
+    func finish() throws {
+        if !errors.isEmpty { throw WalletError.validationFailed(errors) }
+    }
+}
+
+extension JSONValue {
+    /// Compact JSON with object keys sorted at every depth and numbers as
+    /// written: the same document always gives the same bytes.
+    func canonicalBytes() -> [UInt8] {
+        canonicalized().serialized()
+    }
+
+    func canonicalized() -> JSONValue {
+        switch self {
+        case .object(let members):
+            .object(members.map { ($0.key, $0.value.canonicalized()) }.sorted { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) })
+        case .array(let elements):
+            .array(elements.map { $0.canonicalized() })
+        default:
+            self
+        }
+    }
+
+    /// PostgreSQL text and JSONB cannot hold U+0000.
+    var containsNUL: Bool {
+        switch self {
+        case .string(let text): text.unicodeScalars.contains("\0")
+        case .object(let members): members.contains { $0.key.unicodeScalars.contains("\0") || $0.value.containsNUL }
+        case .array(let elements): elements.contains { $0.containsNUL }
+        default: false
+        }
+    }
+}

@@ -1,0 +1,296 @@
+import Crypto
+import Foundation
+import HTTPServer
+import Logging
+import Postgres
+import WalletCore
+
+/// The wallet's routes. A handler checks, decodes and validates; the SQL
+/// lives in `LedgerStore`; money moves through `GroupCommit`.
+struct WalletAPI: Sendable {
+    let pool: ConnectionPool
+    let groupCommit: GroupCommit
+    let authenticator: Authenticator
+    let credits: CreditVerification
+    let metrics: Metrics
+    let readiness: Readiness
+    let requestTimeoutSeconds: Int
+    let logger: Logger
+
+    static let entriesLimitDefault = 50
+    static let entriesLimitMax = 500
+
+    func register(on router: Router) {
+        router.add("POST", "/v1/credits", postCredit)
+        router.add("POST", "/v1/debits", postDebit)
+        router.add("GET", "/v1/wallets/{user_id}", sync: getWallet)
+        router.add("GET", "/v1/wallets/{user_id}/entries", sync: getEntries)
+        router.add("GET", "/v1/credits/{flow_no}", sync: getCredit)
+    }
+
+    // MARK: Credits
+
+    func postCredit(_ request: Request, _ responder: Responder) {
+        do {
+            let client = try authorize(request, .credit)
+            let body = try decodeBody(CreditBody.self, from: request)
+            let verified = try credits.verify(body)
+            let operation = LedgerStore.CreditOperation(
+                client: client.name, flowNo: body.flowNo, userID: body.userID, productID: body.productID,
+                quantity: verified.quantity, claimedAmount: body.claimedAmount, source: verified.source,
+                environment: verified.environment)
+            groupCommit.submit(.credit(operation), deadline: deadline()) { result in
+                respond(responder) {
+                    guard case .credit(let credit) = try result.get() else { preconditionFailure("credit answered as debit") }
+                    return try creditResponse(credit, productID: body.productID)
+                }
+            }
+        } catch {
+            responder.fail(mapped(error))
+        }
+    }
+
+    private func creditResponse(_ result: LedgerStore.CreditResult, productID: ProductID) throws -> Response {
+        switch result.outcome {
+        case .credited:
+            return .json(try decodeJSON(CreditResponse.self, result.body), status: 201)
+        case .replayed:
+            return .json(try decodeJSON(CreditResponse.self, result.body), status: 200,
+                         headers: [("Idempotent-Replayed", "true")])
+        case .flowNoConflict:
+            throw WalletError.flowNoConflict
+        case .unknownProduct:
+            throw WalletError.unknownProduct(productID.rawValue)
+        case .amountMismatch:
+            throw WalletError.amountMismatch(expected: try decodeJSON(OutcomeJSON.self, result.body).expectedAmount ?? 0)
+        case .revoked:
+            throw WalletError.verificationFailed(reason: "revoked",
+                                                 detail: "Apple refunded this transaction; it cannot be credited")
+        }
+    }
+
+    // MARK: Debits
+
+    func postDebit(_ request: Request, _ responder: Responder) {
+        do {
+            let client = try authorize(request, .debit)
+            try requireJSONContentType(request)
+            let json = try parseJSON(request)
+            let key = try idempotencyKey(request)
+            let body = try decodeValue(DebitBody.self, from: json)
+            let operation = LedgerStore.DebitOperation(
+                client: client.name, key: key, requestHash: SHA256.hash(body.canonicalText), userID: body.userID,
+                currency: body.currency, amount: body.amount, reason: body.reason,
+                metadata: body.metadata.map { String(decoding: $0.canonicalBytes(), as: UTF8.self) },
+                requestID: request.requestID)
+            groupCommit.submit(.debit(operation), deadline: deadline()) { result in
+                respond(responder) {
+                    guard case .debit(let debit) = try result.get() else { preconditionFailure("debit answered as credit") }
+                    return try debitResponse(debit)
+                }
+            }
+        } catch {
+            responder.fail(mapped(error))
+        }
+    }
+
+    private func debitResponse(_ result: LedgerStore.DebitResult) throws -> Response {
+        let replayHeaders: [(name: String, value: String)] = result.replayed ? [("Idempotent-Replayed", "true")] : []
+        switch result.outcome {
+        case .debited:
+            return .json(try decodeJSON(DebitResponse.self, result.body), status: 201, headers: replayHeaders)
+        case .insufficientFunds:
+            // Stored under the key, and replayed as first answered, down to
+            // the request id it named.
+            var problem = WalletError.insufficientFunds(balance: try decodeJSON(OutcomeJSON.self, result.body).balance ?? 0)
+                .problem
+            problem.instance = result.requestID
+            problem.headers += replayHeaders
+            return .problem(problem)
+        case .idempotencyKeyReused:
+            throw WalletError.idempotencyKeyReused
+        case .unknownCurrency:
+            throw WalletError.validationFailed([FieldError(field: "currency", message: "is not a currency of the catalog")])
+        }
+    }
+
+    // MARK: Reads
+
+    func getWallet(_ request: Request) throws -> Response {
+        _ = try authorize(request, .read)
+        let userID = try pathUserID(request)
+        let balances = try withDatabase { try LedgerStore.balances(of: userID, on: $0) }
+        var listed = balances.map { WalletResponse.Balance(currency: $0.currency, balance: $0.balance) }
+        if !listed.contains(where: { $0.currency == Currency.coin.rawValue }) {
+            listed.insert(WalletResponse.Balance(currency: Currency.coin.rawValue, balance: 0), at: 0)
+            listed.sort { $0.currency < $1.currency }
+        }
+        return .json(WalletResponse(userID: userID.rawValue, balances: listed))
+    }
+
+    func getEntries(_ request: Request) throws -> Response {
+        _ = try authorize(request, .read)
+        let userID = try pathUserID(request)
+        var errors: [FieldError] = []
+        var currency: Currency?
+        if let text = request.query["currency"], !text.isEmpty {
+            currency = Currency(text)
+            if currency == nil { errors.append(FieldError(field: "currency", message: "must match [a-z][a-z0-9_]{0,31}")) }
+        }
+        var limit = Self.entriesLimitDefault
+        if let text = request.query["limit"] {
+            if let value = Int(text), (1...Self.entriesLimitMax).contains(value) {
+                limit = value
+            } else {
+                errors.append(FieldError(field: "limit", message: "must be an integer from 1 to \(Self.entriesLimitMax)"))
+            }
+        }
+        var beforeID: Int64?
+        if let text = request.query["cursor"], !text.isEmpty {
+            beforeID = EntryCursor.decode(text)
+            if beforeID == nil { errors.append(FieldError(field: "cursor", message: "is not a cursor this API gave out")) }
+        }
+        if !errors.isEmpty { throw WalletError.validationFailed(errors) }
+        let rows = try withDatabase {
+            try LedgerStore.entries(of: userID, currency: currency, beforeID: beforeID, limit: limit, on: $0)
+        }
+        let page = rows.prefix(limit)
+        let entries = page.map {
+            EntryJSON(id: $0.id, currency: $0.currency, amount: $0.amount, balanceAfter: $0.balanceAfter,
+                      kind: $0.kind, reference: $0.reference, createdAt: $0.createdAt)
+        }
+        let next = rows.count > limit ? page.last.map { EntryCursor.encode(beforeID: $0.id) } : nil
+        return .json(EntriesResponse(entries: entries, nextCursor: next))
+    }
+
+    func getCredit(_ request: Request) throws -> Response {
+        _ = try authorize(request, .read)
+        guard let flowNo = FlowNumber(request.pathParameters["flow_no"] ?? "") else {
+            throw WalletError.validationFailed([FieldError(field: "flow_no", message: "must be 1-128 characters of [A-Za-z0-9._:@-]")])
+        }
+        guard let json = try withDatabase({ try LedgerStore.credit(flowNo, on: $0) }) else {
+            throw WalletError.notFound(detail: "no credit for this flowNO")
+        }
+        return .json(CreditLookupResponse(credit: try decodeJSON(CreditJSON.self, json)))
+    }
+
+    // MARK: Shared steps, in the order the API documents
+
+    func authorize(_ request: Request, _ scope: Scope) throws -> APIClient {
+        // Until the schema is in place nothing here can be answered.
+        guard readiness.isSchemaReady else { throw WalletError.databaseUnavailable }
+        let client = try authenticator.client(authorization: request.headers["authorization"])
+        guard client.allows(scope) else { throw WalletError.forbidden(required: scope) }
+        return client
+    }
+
+    private func requireJSONContentType(_ request: Request) throws {
+        let type = request.headers["content-type"]?.split(separator: ";").first?
+            .trimmingCharacters(in: .whitespaces).lowercased()
+        guard type == "application/json" else { throw WalletError.unsupportedMediaType }
+    }
+
+    private func parseJSON(_ request: Request) throws -> JSONValue {
+        guard !request.body.isEmpty else { throw WalletError.malformedJSON(detail: "the request body is empty") }
+        do {
+            return try JSONParser.parse(request.body)
+        } catch {
+            throw WalletError.malformedJSON(detail: error.detail)
+        }
+    }
+
+    private func idempotencyKey(_ request: Request) throws -> IdempotencyKey {
+        guard let text = request.headers["idempotency-key"] else {
+            throw WalletError.idempotencyKeyRequired(detail: "send an Idempotency-Key header with every debit")
+        }
+        guard let key = IdempotencyKey(text) else {
+            throw WalletError.idempotencyKeyRequired(detail: "the Idempotency-Key must be 1-255 printable ASCII characters")
+        }
+        return key
+    }
+
+    private func decodeBody<T: Decodable>(_ type: T.Type, from request: Request) throws -> T {
+        try requireJSONContentType(request)
+        return try decodeValue(type, from: try parseJSON(request))
+    }
+
+    private func decodeValue<T: Decodable>(_ type: T.Type, from json: JSONValue) throws -> T {
+        do {
+            return try JSONValueDecoder().decode(type, from: json)
+        } catch let error as WalletError {
+            throw error
+        } catch {
+            throw WalletError.validationFailed([FieldError(field: "body", message: "does not have the documented shape")])
+        }
+    }
+
+    private func pathUserID(_ request: Request) throws -> UserID {
+        guard let userID = UserID(request.pathParameters["user_id"] ?? "") else {
+            throw WalletError.validationFailed([FieldError(field: "user_id", message: "must be 1-128 characters of [A-Za-z0-9._:@-]")])
+        }
+        return userID
+    }
+
+    private func deadline() -> ContinuousClock.Instant {
+        .now + .seconds(requestTimeoutSeconds)
+    }
+
+    /// Runs a read on a pooled connection, within the request's time. A read
+    /// that meets a connection the server has dropped (after a restart) is
+    /// tried once more on a fresh one.
+    func withDatabase<T>(_ body: (Connection) throws -> T) throws -> T {
+        try Self.read(pool: pool, metrics: metrics, timeoutSeconds: Double(requestTimeoutSeconds), body)
+    }
+
+    static func read<T>(pool: ConnectionPool, metrics: Metrics, timeoutSeconds: Double,
+                        _ body: (Connection) throws -> T) throws -> T {
+        let deadline = Date(timeIntervalSinceNow: timeoutSeconds)
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try pool.withConnection(deadline: deadline, body)
+            } catch let error as PostgresError {
+                metrics.countDatabaseError(error)
+                if error.kind == .connection, attempt < 2 { continue }
+                throw error.isUnavailable ? WalletError.databaseUnavailable : error
+            }
+        }
+    }
+
+    /// Turns infrastructure failures into the domain's words; anything else
+    /// stays as it is and becomes a bare 500.
+    func mapped(_ error: any Error) -> any Error {
+        switch error {
+        case let error as PostgresError where error.isUnavailable: WalletError.databaseUnavailable
+        case is GroupCommit.Overloaded: WalletError.overloaded
+        default: error
+        }
+    }
+
+    private func respond(_ responder: Responder, _ body: () throws -> Response) {
+        do {
+            responder.send(try body())
+        } catch {
+            responder.fail(mapped(error))
+        }
+    }
+}
+
+private func decodeJSON<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
+    try JSONDecoder().decode(type, from: Data(text.utf8))
+}
+
+/// Opaque page cursors for entry listings.
+enum EntryCursor {
+    static func encode(beforeID: Int64) -> String {
+        Base64URL.encode(Array("entries:\(beforeID)".utf8))
+    }
+
+    static func decode(_ text: String) -> Int64? {
+        guard text.utf8.count <= 64, let bytes = Base64URL.decode(text),
+              let string = String(bytes: bytes, encoding: .utf8), string.hasPrefix("entries:"),
+              let id = Int64(string.dropFirst("entries:".count)), id > 0 else { return nil }
+        return id
+    }
+}
