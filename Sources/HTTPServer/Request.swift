@@ -14,6 +14,8 @@ public struct Request: Sendable {
     public internal(set) var pathParameters: [String: String]
     /// The peer's IP address, without port.
     public let remoteAddress: String?
+    /// What the route's gate returned, if it has one.
+    public let admission: (any Sendable)?
 
     public init(
         method: String,
@@ -23,7 +25,8 @@ public struct Request: Sendable {
         body: [UInt8] = [],
         requestID: String,
         pathParameters: [String: String] = [:],
-        remoteAddress: String? = nil
+        remoteAddress: String? = nil,
+        admission: (any Sendable)? = nil
     ) {
         self.method = method
         self.path = path
@@ -33,6 +36,7 @@ public struct Request: Sendable {
         self.requestID = requestID
         self.pathParameters = pathParameters
         self.remoteAddress = remoteAddress
+        self.admission = admission
     }
 }
 

@@ -6,6 +6,21 @@ import Synchronization
 /// because a blocked handler holds one of the server's few threads.
 public typealias Handler = @Sendable (Request, Responder) -> Void
 
+/// Checks a request on its headers alone, before any body byte is read, so a
+/// caller without the right to call a route learns so before the body's size
+/// or shape is considered. Throw to refuse (the error maps to a problem as a
+/// handler's would); the returned value reaches the handler as
+/// `Request.admission`.
+public typealias Gate = @Sendable (RequestHead) throws -> (any Sendable)?
+
+/// What a gate sees: everything but the body.
+public struct RequestHead: Sendable {
+    public let method: String
+    public let path: String
+    public let headers: Headers
+    public let requestID: String
+}
+
 /// Method and path routing for a small, fixed set of routes.
 ///
 /// Patterns are absolute paths whose segments are literals or `{name}`; a
@@ -25,8 +40,8 @@ public final class Router: Sendable {
 
     /// Adds a route. A malformed pattern or a repeated method and pattern is a
     /// programming error and stops the process.
-    public func add(_ method: String, _ pattern: String, _ handler: @escaping Handler) {
-        let route = Route(method: method, pattern: pattern, handler: handler)
+    public func add(_ method: String, _ pattern: String, gate: Gate? = nil, _ handler: @escaping Handler) {
+        let route = Route(method: method, pattern: pattern, gate: gate, handler: handler)
         state.withLock { state in
             precondition(!state.frozen, "routes must be added before the server starts")
             precondition(
@@ -38,8 +53,9 @@ public final class Router: Sendable {
 
     /// Adds a route whose handler answers before returning; a thrown error
     /// becomes its problem response.
-    public func add(_ method: String, _ pattern: String, sync: @escaping @Sendable (Request) throws -> Response) {
-        add(method, pattern) { request, responder in
+    public func add(_ method: String, _ pattern: String, gate: Gate? = nil,
+                    sync: @escaping @Sendable (Request) throws -> Response) {
+        add(method, pattern, gate: gate) { request, responder in
             do {
                 responder.send(try sync(request))
             } catch {
@@ -72,9 +88,10 @@ struct Route: Sendable {
     let pattern: String
     let segments: [Segment]
     let literalCount: Int
+    let gate: Gate?
     let handler: Handler
 
-    init(method: String, pattern: String, handler: @escaping Handler) {
+    init(method: String, pattern: String, gate: Gate?, handler: @escaping Handler) {
         precondition(!method.isEmpty && method.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }, "invalid method \(method)")
         precondition(pattern.hasPrefix("/"), "route pattern \(pattern) must start with /")
         var names = Set<String>()
@@ -94,6 +111,7 @@ struct Route: Sendable {
         self.pattern = pattern
         self.segments = segments
         self.literalCount = segments.count { if case .literal = $0 { true } else { false } }
+        self.gate = gate
         self.handler = handler
     }
 

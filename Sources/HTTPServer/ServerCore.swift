@@ -133,7 +133,7 @@ final class ServerCore: Sendable {
         let headers = Headers(collector.fields)
         let framing = BodyFraming(headers)
 
-        if let rejection = screen(context, headersExceeded: collector.exceeded, framing: framing) {
+        if let rejection = screen(context, headers: headers, headersExceeded: collector.exceeded, framing: framing) {
             let response = Response.problem(rejection)
             if framing.hasBody {
                 // Answering before the body is read makes libmicrohttpd skip
@@ -150,9 +150,11 @@ final class ServerCore: Sendable {
     }
 
     /// The problem that refuses the request before its body, if any. Matches
-    /// the route as a side effect. The route comes before the body size: an
-    /// unknown path is 404 whatever the body.
-    private func screen(_ context: RequestContext, headersExceeded: Bool, framing: BodyFraming) -> Problem? {
+    /// the route and runs its gate as side effects. The order: the route (an
+    /// unknown path is 404 whatever the body), then the gate (a caller
+    /// without the right gets 401/403 whatever the body), then the size.
+    private func screen(_ context: RequestContext, headers: Headers, headersExceeded: Bool,
+                        framing: BodyFraming) -> Problem? {
         if headersExceeded {
             return .headersTooLarge(limitBytes: configuration.maxHeaderBytes)
         }
@@ -171,6 +173,18 @@ final class ServerCore: Sendable {
         case .found(let route, let parameters):
             context.route = route
             context.pathParameters = parameters
+        }
+        if let gate = context.route?.gate {
+            do {
+                context.admission = try gate(RequestHead(method: context.method, path: target.path, headers: headers,
+                                                         requestID: context.requestID))
+            } catch {
+                let (problem, isUnexpected) = Problem.from(error)
+                if isUnexpected {
+                    logger.error("gate failed", ["request.id": context.requestID, "error": String(reflecting: error)])
+                }
+                return problem
+            }
         }
         if framing.contentLength > UInt64(configuration.maxBodyBytes) {
             return .payloadTooLarge(limitBytes: configuration.maxBodyBytes)
@@ -218,7 +232,8 @@ final class ServerCore: Sendable {
             body: context.takeBody(),
             requestID: context.requestID,
             pathParameters: context.pathParameters,
-            remoteAddress: CMicroHTTPD_client_address(connection).flatMap(SocketAddress.describe))
+            remoteAddress: CMicroHTTPD_client_address(connection).flatMap(SocketAddress.describe),
+            admission: context.admission)
         let exchange = Exchange(connection: ConnectionHandle(raw: connection), requestID: context.requestID, logger: logger)
         context.phase = .dispatched(exchange)
         context.exchange = exchange
@@ -388,6 +403,7 @@ final class RequestContext {
     var target: RequestTarget?
     var route: Route?
     var pathParameters: [String: String] = [:]
+    var admission: (any Sendable)?
     var body: [UInt8] = []
     var exchange: Exchange?
     /// The inactivity timeout last set on the connection, 0 for the daemon's.

@@ -21,18 +21,20 @@ struct WalletAPI: Sendable {
     static let entriesLimitMax = 500
 
     func register(on router: Router) {
-        router.add("POST", "/v1/credits", postCredit)
-        router.add("POST", "/v1/debits", postDebit)
-        router.add("GET", "/v1/wallets/{user_id}", sync: getWallet)
-        router.add("GET", "/v1/wallets/{user_id}/entries", sync: getEntries)
-        router.add("GET", "/v1/credits/{flow_no}", sync: getCredit)
+        // Each route's gate authenticates on the headers, before the body is
+        // read: a caller without the scope learns so whatever it sent.
+        router.add("POST", "/v1/credits", gate: admit(.credit), postCredit)
+        router.add("POST", "/v1/debits", gate: admit(.debit), postDebit)
+        router.add("GET", "/v1/wallets/{user_id}", gate: admit(.read), sync: getWallet)
+        router.add("GET", "/v1/wallets/{user_id}/entries", gate: admit(.read), sync: getEntries)
+        router.add("GET", "/v1/credits/{flow_no}", gate: admit(.read), sync: getCredit)
     }
 
     // MARK: Credits
 
     func postCredit(_ request: Request, _ responder: Responder) {
         do {
-            let client = try authorize(request, .credit)
+            let client = client(of: request)
             let body = try decodeBody(CreditBody.self, from: request)
             let verified = try credits.verify(body)
             let operation = LedgerStore.CreditOperation(
@@ -73,7 +75,7 @@ struct WalletAPI: Sendable {
 
     func postDebit(_ request: Request, _ responder: Responder) {
         do {
-            let client = try authorize(request, .debit)
+            let client = client(of: request)
             try requireJSONContentType(request)
             let json = try parseJSON(request)
             let key = try idempotencyKey(request)
@@ -117,7 +119,6 @@ struct WalletAPI: Sendable {
     // MARK: Reads
 
     func getWallet(_ request: Request) throws -> Response {
-        _ = try authorize(request, .read)
         let userID = try pathUserID(request)
         let balances = try withDatabase { try LedgerStore.balances(of: userID, on: $0) }
         var listed = balances.map { WalletResponse.Balance(currency: $0.currency, balance: $0.balance) }
@@ -129,7 +130,6 @@ struct WalletAPI: Sendable {
     }
 
     func getEntries(_ request: Request) throws -> Response {
-        _ = try authorize(request, .read)
         let userID = try pathUserID(request)
         var errors: [FieldError] = []
         var currency: Currency?
@@ -164,7 +164,6 @@ struct WalletAPI: Sendable {
     }
 
     func getCredit(_ request: Request) throws -> Response {
-        _ = try authorize(request, .read)
         guard let flowNo = FlowNumber(request.pathParameters["flow_no"] ?? "") else {
             throw WalletError.validationFailed([FieldError(field: "flow_no", message: "must be 1-128 characters of [A-Za-z0-9._:@-]")])
         }
@@ -176,11 +175,21 @@ struct WalletAPI: Sendable {
 
     // MARK: Shared steps, in the order the API documents
 
-    func authorize(_ request: Request, _ scope: Scope) throws -> APIClient {
-        // Until the schema is in place nothing here can be answered.
-        guard readiness.isSchemaReady else { throw WalletError.databaseUnavailable }
-        let client = try authenticator.client(authorization: request.headers["authorization"])
-        guard client.allows(scope) else { throw WalletError.forbidden(required: scope) }
+    /// Authenticates the caller and checks the route's scope.
+    func admit(_ scope: Scope) -> Gate {
+        { [authenticator, readiness] head in
+            // Until the schema is in place nothing here can be answered.
+            guard readiness.isSchemaReady else { throw WalletError.databaseUnavailable }
+            let client = try authenticator.client(authorization: head.headers["authorization"])
+            guard client.allows(scope) else { throw WalletError.forbidden(required: scope) }
+            return client
+        }
+    }
+
+    private func client(of request: Request) -> APIClient {
+        guard let client = request.admission as? APIClient else {
+            preconditionFailure("a wallet route ran without its gate")
+        }
         return client
     }
 

@@ -1,0 +1,118 @@
+import Foundation
+import HTTPServer
+import Logging
+public import Postgres
+@testable public import WalletService
+import WalletCore
+
+/// The real service on a real socket (port 0) over a fresh test database,
+/// with three API keys made the way `wallet keys create` makes them.
+public final class TestService: @unchecked Sendable {
+    public let application: Application
+    public let database: Connection.Options
+    public let appBackendKey: String
+    public let gameServerKey: String
+    public let adminKey: String
+    public var port: UInt16 { application.port }
+
+    /// Starts a service; `configure` may change the configuration first.
+    public init(database: Connection.Options? = nil, configure: (inout Configuration) -> Void = { _ in }) throws {
+        let database = try database ?? TestDatabase.make()
+        self.database = database
+        let setup = try Connection(options: database)
+        appBackendKey = try APIKeys.create(name: "app-backend", scopes: [.credit, .read], on: setup)
+        gameServerKey = try APIKeys.create(name: "game-server", scopes: [.debit, .read], on: setup)
+        adminKey = try APIKeys.create(name: "admin", scopes: [.admin], on: setup)
+        setup.close()
+
+        var configuration = Configuration()
+        configuration.databaseURL = Self.conninfo(database)
+        configuration.listen = .init(host: "127.0.0.1", port: 0)
+        configuration.httpThreads = 4
+        configuration.databasePoolSize = 6
+        configuration.writers = 2
+        configuration.creditVerification = [.caller]
+        configure(&configuration)
+        application = try buildApplication(configuration: configuration,
+                                           logger: Logger(label: "wallet", level: .error, sink: .discard))
+        try application.start()
+        guard application.waitUntilReady(timeoutSeconds: 30) else {
+            application.shutdown()
+            throw TestServiceError.notReady
+        }
+    }
+
+    enum TestServiceError: Error {
+        case notReady
+    }
+
+    /// One conninfo string for options that name a database separately.
+    public static func conninfo(_ options: Connection.Options) -> String {
+        guard let database = options.database else { return options.conninfo }
+        return options.conninfo + " dbname=\(database)"
+    }
+
+    public func stop() {
+        application.shutdown()
+    }
+
+    public func client(timeoutSeconds: Double = 10) throws -> HTTPTestClient {
+        try HTTPTestClient(port: port, timeoutSeconds: timeoutSeconds)
+    }
+
+    /// One request on a fresh connection.
+    public func request(_ method: String, _ path: String, key: String? = nil, json: String? = nil,
+                        headers: [(name: String, value: String)] = []) throws -> HTTPTestResponse {
+        let client = try client()
+        defer { client.close() }
+        return try client.request(method: method, path: path, headers: Self.headers(key: key, json: json) + headers,
+                                  body: Array((json ?? "").utf8))
+    }
+
+    public static func headers(key: String?, json: String?) -> [(name: String, value: String)] {
+        var headers: [(name: String, value: String)] = []
+        if let key { headers.append(("Authorization", "Bearer \(key)")) }
+        if json != nil { headers.append(("Content-Type", "application/json")) }
+        return headers
+    }
+
+    public func credit(userID: String, flowNo: String, productID: String = "guodong600", quantity: Int? = nil,
+                       key: String? = nil) throws -> HTTPTestResponse {
+        var body = #"{"user_id":"\#(userID)","flow_no":"\#(flowNo)","product_id":"\#(productID)""#
+        if let quantity { body += #","quantity":\#(quantity)"# }
+        body += "}"
+        return try request("POST", "/v1/credits", key: key ?? appBackendKey, json: body)
+    }
+
+    public func debit(userID: String, amount: Int64, idempotencyKey: String, currency: String? = nil,
+                      key: String? = nil) throws -> HTTPTestResponse {
+        var body = #"{"user_id":"\#(userID)","amount":\#(amount)"#
+        if let currency { body += #","currency":"\#(currency)""# }
+        body += "}"
+        return try request("POST", "/v1/debits", key: key ?? gameServerKey, json: body,
+                           headers: [("Idempotency-Key", idempotencyKey)])
+    }
+
+    /// The current balance, read straight from the database (0 for no wallet).
+    public func balance(of userID: String, currency: String = "coin") throws -> Int64 {
+        let connection = try Connection(options: database)
+        defer { connection.close() }
+        return try connection.query("""
+            SELECT coalesce((SELECT balance FROM wallet.wallets WHERE user_id = \(userID) AND currency = \(currency)), 0)
+            """)[0].decode(Int64.self, at: 0)
+    }
+
+    /// `wallet.check_invariants()`, as `wallet check` runs it.
+    public func violations() throws -> [String] {
+        let connection = try Connection(options: database)
+        defer { connection.close() }
+        return try connection.query("SELECT invariant || ' ' || subject || ' ' || detail FROM wallet.check_invariants()")
+            .map { try $0.decode(String.self, at: 0) }
+    }
+
+    public func count(_ sql: String) throws -> Int {
+        let connection = try Connection(options: database)
+        defer { connection.close() }
+        return try connection.query(PostgresQuery(unsafeSQL: sql))[0].decode(Int.self, at: 0)
+    }
+}
