@@ -58,6 +58,9 @@ public final class Application: Sendable {
         api.register(on: router)
         OperationsAPI(pool: pool, readiness: readiness, metrics: metrics, groupCommit: groupCommit)
             .register(on: router)
+        AppStoreAPI(pool: pool, verifier: try AppStoreSetup.verifier(configuration.apple), metrics: metrics,
+                    readiness: readiness, requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger)
+            .register(on: router)
 
         let metrics = metrics
         server = try Server(

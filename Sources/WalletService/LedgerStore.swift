@@ -188,3 +188,31 @@ struct LedgerStore: Sendable {
         }
     }
 }
+
+// MARK: App Store notifications
+
+extension LedgerStore {
+    struct NotificationRecord: Sendable {
+        var notificationUUID: String
+        var notificationType: String
+        var subtype: String?
+        var environment: String
+        var signedDateMilliseconds: Int64
+        var flowNo: String?
+        var productType: String?
+        var revocationType: String?
+        var revocationPercentage: Int64?
+        /// The decoded payload, as JSON text, kept with the record.
+        var payloadJSON: String
+    }
+
+    /// Applies a verified notification once; returns its outcome.
+    static func applyNotification(_ record: NotificationRecord, on connection: Connection) throws -> String {
+        try connection.prepared("""
+            SELECT outcome FROM wallet.apply_appstore_notification(
+                \(record.notificationUUID), \(record.notificationType), \(record.subtype), \(record.environment),
+                to_timestamp(\(record.signedDateMilliseconds)::bigint / 1000.0), \(record.flowNo), \(record.productType),
+                \(record.revocationType), \(record.revocationPercentage)::bigint, \(record.payloadJSON)::jsonb)
+            """)[0].decode(String.self, at: 0)
+    }
+}

@@ -116,11 +116,16 @@ struct FieldValidator {
 
     /// A field that must be present and valid; nil after recording an error.
     mutating func required<Raw: Decodable, Value>(_ field: String, _ make: (Raw) -> Value?, _ message: String) -> Value? {
-        guard container.contains(Key(stringValue: field)) else {
+        let key = Key(stringValue: field)
+        guard container.contains(key), (try? container.decodeNil(forKey: key)) != true else {
             fail(field, "is required")
             return nil
         }
-        return optional(field, make, message)
+        guard let value = optional(field, make, message) else {
+            // `optional` recorded why.
+            return nil
+        }
+        return value
     }
 
     /// A field that may be absent (or null); nil when absent or invalid.
@@ -135,6 +140,8 @@ struct FieldValidator {
         return value
     }
 
+    /// Throws when any field failed. After it returns, every `required`
+    /// value is non-nil.
     func finish() throws {
         if !errors.isEmpty { throw WalletError.validationFailed(errors) }
     }
