@@ -11,8 +11,8 @@
 --   psql -X "$WALLET_DATABASE_URL" -v ON_ERROR_STOP=1 -v user_id=u1 -v amount=100 -v currency=coin -v reason='outage compensation' -v operator='alice' -f Scripts/admin/grant.sql
 --
 -- Prints one line, e.g.
---   granted 100 coin to user u1, balance 700 (entry 43, reference grant:5f0c…)
---   already applied: grant grant:5f0c… to user u1 is entry 43; nothing changed, balance 700 coin
+--   granted 100 coin to user u1, balance 700 (entry 43, reference grant:e703…)
+--   already applied: grant grant:e703… to user u1 is entry 43; nothing changed, balance 700 coin
 
 \set ON_ERROR_STOP on
 \set QUIET on

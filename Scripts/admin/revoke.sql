@@ -12,8 +12,8 @@
 -- and, to let the balance go below zero, add -v allow_negative=true.
 --
 -- Prints one line, e.g.
---   revoked 100 coin from user u1, balance 600 (entry 44, reference revoke:9a1e…)
---   already applied: revoke revoke:9a1e… from user u1 is entry 44; nothing changed, balance 600 coin
+--   revoked 100 coin from user u1, balance 600 (entry 44, reference revoke:c5ba…)
+--   already applied: revoke revoke:c5ba… from user u1 is entry 44; nothing changed, balance 600 coin
 
 \set ON_ERROR_STOP on
 \set QUIET on
