@@ -10,6 +10,7 @@ CREATE SCHEMA wallet;
 --   WL001 append-only table touched     WL002 unknown flowNO
 --   WL003 invalid argument              WL004 balance would go below zero
 --   WL005 unknown currency              WL006 credit is not refunded
+--   WL007 grant/revoke reference reused for another amount
 
 CREATE FUNCTION wallet.rfc3339(t TIMESTAMPTZ) RETURNS TEXT
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE

@@ -169,6 +169,7 @@ DECLARE
     v_entry     BIGINT;
     v_reference TEXT;
     v_signed    BIGINT;
+    v_applied   BIGINT;
 BEGIN
     PERFORM wallet.require_text('operator', p_operator);
     PERFORM wallet.require_text('reason', p_reason);
@@ -193,14 +194,21 @@ BEGIN
     FOR UPDATE;
 
     reference := v_reference;
-    SELECT e.id INTO v_entry FROM wallet.entries e
+    v_signed := CASE WHEN p_kind = 'grant' THEN p_amount ELSE -p_amount END;
+    SELECT e.id, e.amount INTO v_entry, v_applied FROM wallet.entries e
     WHERE e.user_id = p_user_id AND e.currency = p_currency AND e.kind = p_kind AND e.reference = v_reference;
     IF FOUND THEN
+        -- A reference names one action. Reused for another amount it is an
+        -- operator's mistake, not a retry: refuse it rather than report the
+        -- earlier action as this one.
+        IF v_applied <> v_signed THEN
+            RAISE EXCEPTION 'reference % was already used for a % of % (entry %)',
+                v_reference, p_kind, abs(v_applied), v_entry USING ERRCODE = 'WL007';
+        END IF;
         outcome := 'already_applied';
         entry_id := v_entry;
         balance := v_balance;
     ELSE
-        v_signed := CASE WHEN p_kind = 'grant' THEN p_amount ELSE -p_amount END;
         IF p_kind = 'revoke' AND v_balance + v_signed < 0 AND NOT coalesce(p_allow_negative, FALSE) THEN
             RAISE EXCEPTION 'revoking % would leave a balance of %; pass allow_negative to allow it',
                 p_amount, v_balance + v_signed USING ERRCODE = 'WL004';
@@ -248,7 +256,9 @@ LANGUAGE sql AS $$
 $$;
 
 -- Adds or changes a catalog entry. Past credits keep their stored amount.
--- Without an operator, the audit names the database session user.
+-- Without an operator, the audit names the database session user. A NULL
+-- `p_active` keeps a product's current flag (a new one is active), so a
+-- price change does not put a product that was taken off sale back on it.
 CREATE FUNCTION wallet.upsert_product(
     p_product_id TEXT, p_amount BIGINT, p_currency TEXT, p_active BOOLEAN DEFAULT TRUE,
     p_operator TEXT DEFAULT NULL, p_reason TEXT DEFAULT NULL)
@@ -271,13 +281,14 @@ BEGIN
     INSERT INTO wallet.products AS p (product_id, currency, amount, active)
     VALUES (p_product_id, p_currency, p_amount, coalesce(p_active, TRUE))
     ON CONFLICT ON CONSTRAINT products_pkey DO UPDATE
-        SET currency = EXCLUDED.currency, amount = EXCLUDED.amount, active = EXCLUDED.active, updated_at = now()
+        SET currency = EXCLUDED.currency, amount = EXCLUDED.amount, active = coalesce(p_active, p.active),
+            updated_at = now()
     RETURNING p.product_id, p.currency, p.amount, p.active INTO product_id, currency, amount, active;
     outcome := CASE WHEN v_existed THEN 'updated' ELSE 'created' END;
     INSERT INTO wallet.admin_audit (action, operator, reason, arguments, outcome)
     VALUES ('product', v_operator, p_reason,
             jsonb_build_object('product_id', p_product_id, 'amount', p_amount, 'currency', p_currency,
-                               'active', coalesce(p_active, TRUE)),
+                               'active', active),
             outcome);
     RETURN NEXT;
 END;

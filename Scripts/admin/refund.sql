@@ -1,0 +1,40 @@
+-- Refunds a credit in full: writes a `refund` ledger entry for the amount
+-- the flowNO was credited with and marks the credit `refunded`, through
+-- wallet.refund_credit, the function the service uses for Apple's refunds.
+-- The balance may go below zero; debits are then refused with
+-- insufficient_funds until it is positive again. Running it again changes
+-- nothing and prints "already refunded". An unknown flowNO is an error that
+-- names it. The action, operator and reason go to wallet.admin_audit.
+--
+-- Run:
+--   psql -X "$WALLET_DATABASE_URL" -v ON_ERROR_STOP=1 -v flow_no=2000000123 -v reason='chargeback' -v operator='alice' -f Scripts/admin/refund.sql
+--
+-- Prints one line, e.g.
+--   refunded flowNO 2000000123: 600 coin from user u1, balance -400 (entry 42)
+--   already refunded flowNO 2000000123: nothing changed, balance -400 coin for user u1
+
+\set ON_ERROR_STOP on
+\set QUIET on
+\pset tuples_only on
+\pset format unaligned
+
+\if :{?flow_no}
+\else
+    SELECT wallet.require_text('-v flow_no', NULL);
+\endif
+\if :{?reason}
+\else
+    SELECT wallet.require_text('-v reason', NULL);
+\endif
+\if :{?operator}
+\else
+    SELECT wallet.require_text('-v operator', NULL);
+\endif
+
+SELECT CASE r.outcome
+           WHEN 'refunded' THEN format('refunded flowNO %s: %s %s from user %s, balance %s (entry %s)',
+                                       :'flow_no', r.amount, r.currency, r.user_id, r.balance, r.entry_id)
+           ELSE format('already refunded flowNO %s: nothing changed, balance %s %s for user %s',
+                       :'flow_no', r.balance, r.currency, r.user_id)
+       END
+FROM wallet.refund_credit(:'flow_no', :'reason', :'operator') r;

@@ -1,0 +1,605 @@
+import Foundation
+import Postgres
+import Synchronization
+import Testing
+import TestSupport
+
+/// The scripts in `Scripts/admin`, run the way an operator runs them: the
+/// real `psql`, from the package root, with the `-v` variables their headers
+/// show, against a fresh database. The tests then read the tables to see
+/// what the scripts did.
+@Suite(.timeLimit(.minutes(3)))
+struct AdminScriptTests {
+    // MARK: refund.sql
+
+    @Test func refundAfterSpendingLeavesANegativeBalanceAndRefusesDebits() throws {
+        let books = try Books()
+        #expect(try books.credit(flowNo: "2000000123", userID: "u1", productID: "guodong600") == "credited")
+        #expect(try books.debit(key: "spend-1", userID: "u1", amount: 400) == "debited")
+
+        let run = try books.psql.run("refund.sql", ["flow_no": "2000000123", "reason": "chargeback", "operator": "alice"])
+        #expect(run.status == 0, "\(run)")
+        #expect(run.output.hasPrefix("refunded flowNO 2000000123: 600 coin from user u1, balance -400 (entry "), "\(run)")
+        #expect(run.lineCount == 1, "\(run)")
+
+        #expect(try books.balance("u1") == -400)
+        let credit = try #require(try books.connection.query("""
+            SELECT status, refunded_by, refunded_amount, amount FROM wallet.credits WHERE flow_no = \("2000000123")
+            """).single)
+        #expect(credit["status"] == "refunded")
+        #expect(credit["refunded_by"] == "admin")
+        #expect(try credit.decode(Int64.self, column: "refunded_amount") == 600)
+        #expect(try credit.decode(Int64.self, column: "amount") == 600)
+
+        let entry = try #require(try books.connection.query("""
+            SELECT id, amount, balance_after, metadata ->> 'operator' AS operator, metadata ->> 'reason' AS reason
+            FROM wallet.entries WHERE kind = 'refund' AND reference = \("2000000123")
+            """).single)
+        #expect(try entry.decode(Int64.self, column: "amount") == -600)
+        #expect(try entry.decode(Int64.self, column: "balance_after") == -400)
+        #expect(entry["operator"] == "alice")
+        #expect(entry["reason"] == "chargeback")
+
+        let audit = try books.audit()
+        #expect(audit.count == 1)
+        #expect(audit.first?.action == "refund")
+        #expect(audit.first?.operatorName == "alice")
+        #expect(audit.first?.databaseUser == (try books.sessionUser()))
+        #expect(audit.first?.reason == "chargeback")
+        #expect(audit.first?.outcome == "refunded")
+        #expect(audit.first?.entryIDs == "{\(try entry.decode(Int64.self, column: "id"))}")
+        #expect(audit.first?.argument("flow_no") == "2000000123")
+
+        // Negative after a refund: debits wait until the balance is positive again.
+        #expect(try books.debit(key: "spend-2", userID: "u1", amount: 1) == "insufficient_funds")
+        #expect(try books.balance("u1") == -400)
+        // And the books still balance: a refund may take a balance below zero.
+        let check = try books.psql.run("check.sql")
+        #expect(check.status == 0, "\(check)")
+    }
+
+    @Test func aSecondRefundSucceedsAndChangesNothing() throws {
+        let books = try Books()
+        #expect(try books.credit(flowNo: "2000000200", userID: "u2", productID: "guodong1200") == "credited")
+        let variables: KeyValuePairs = ["flow_no": "2000000200", "reason": "chargeback", "operator": "alice"]
+        let first = try books.psql.run("refund.sql", variables)
+        #expect(first.status == 0, "\(first)")
+        let entriesBefore = try books.entryCount()
+        let balanceBefore = try books.balance("u2")
+        #expect(balanceBefore == 0)
+
+        let second = try books.psql.run("refund.sql", variables)
+        #expect(second.status == 0, "\(second)")
+        #expect(second.output.hasPrefix("already refunded flowNO 2000000200: nothing changed"), "\(second)")
+        #expect(second.lineCount == 1, "\(second)")
+        #expect(try books.entryCount() == entriesBefore)
+        #expect(try books.balance("u2") == balanceBefore)
+        let credit = try #require(try books.connection.query("""
+            SELECT status, refunded_amount FROM wallet.credits WHERE flow_no = \("2000000200")
+            """).single)
+        #expect(credit["status"] == "refunded")
+        #expect(try credit.decode(Int64.self, column: "refunded_amount") == 1200)
+
+        // The attempt is on record, with no entry of its own.
+        let audit = try books.audit()
+        #expect(audit.map(\.outcome) == ["refunded", "already_refunded"])
+        #expect(audit.last?.entryIDs == "{}")
+    }
+
+    @Test func anUnknownFlowNoFailsNamingIt() throws {
+        let books = try Books()
+        let run = try books.psql.run("refund.sql", ["flow_no": "2000009999", "reason": "chargeback", "operator": "alice"])
+        #expect(run.status == 3, "\(run)")
+        #expect(run.errors.contains("2000009999"), "\(run)")
+        #expect(run.output.isEmpty, "\(run)")
+        #expect(try books.entryCount() == 0)
+        #expect(try books.audit().isEmpty)
+    }
+
+    @Test func aMissingVariableFailsNamingIt() throws {
+        let books = try Books()
+        #expect(try books.credit(flowNo: "2000000300", userID: "u3", productID: "guodong600") == "credited")
+        let run = try books.psql.run("refund.sql", ["flow_no": "2000000300", "reason": "chargeback"])
+        #expect(run.status == 3, "\(run)")
+        #expect(run.errors.contains("-v operator is required"), "\(run)")
+        #expect(try books.balance("u3") == 600)
+        #expect(try books.audit().isEmpty)
+    }
+
+    // MARK: grant.sql and revoke.sql
+
+    @Test func grantAppliesOnceAndRevokeStopsAtZeroUnlessAllowed() throws {
+        let books = try Books()
+        let grant: KeyValuePairs = [
+            "user_id": "u7", "amount": "100", "currency": "coin", "reason": "outage compensation", "operator": "alice",
+        ]
+        let granted = try books.psql.run("grant.sql", grant)
+        #expect(granted.status == 0, "\(granted)")
+        #expect(granted.output.hasPrefix("granted 100 coin to user u7, balance 100 (entry "), "\(granted)")
+        #expect(granted.lineCount == 1, "\(granted)")
+        #expect(try books.balance("u7") == 100)
+
+        // The same line again: applied once.
+        let again = try books.psql.run("grant.sql", grant)
+        #expect(again.status == 0, "\(again)")
+        #expect(again.output.hasPrefix("already applied: grant grant:"), "\(again)")
+        #expect(try books.balance("u7") == 100)
+        #expect(try books.entryCount() == 1)
+
+        let zero = try books.psql.run("grant.sql", [
+            "user_id": "u7", "amount": "0", "currency": "coin", "reason": "nothing", "operator": "alice",
+        ])
+        #expect(zero.status == 3, "\(zero)")
+        #expect(try books.entryCount() == 1)
+
+        // Below zero is refused without allow_negative, and nothing is written.
+        let revoke: KeyValuePairs = [
+            "user_id": "u7", "amount": "150", "currency": "coin", "reason": "fraud", "operator": "bob",
+        ]
+        let auditBefore = try books.audit().count
+        let refused = try books.psql.run("revoke.sql", revoke)
+        #expect(refused.status == 3, "\(refused)")
+        #expect(refused.errors.contains("would leave a balance of -50"), "\(refused)")
+        #expect(try books.balance("u7") == 100)
+        #expect(try books.entryCount() == 1)
+        #expect(try books.audit().count == auditBefore)
+
+        let allowed = try books.psql.run("revoke.sql", [
+            "user_id": "u7", "amount": "150", "currency": "coin", "reason": "fraud", "operator": "bob",
+            "allow_negative": "true",
+        ])
+        #expect(allowed.status == 0, "\(allowed)")
+        #expect(allowed.output.hasPrefix("revoked 150 coin from user u7, balance -50 (entry "), "\(allowed)")
+        #expect(try books.balance("u7") == -50)
+        let entry = try #require(try books.connection.query("""
+            SELECT amount, metadata ->> 'operator' AS operator, metadata ->> 'reason' AS reason,
+                   metadata ->> 'allow_negative' AS allow_negative
+            FROM wallet.entries WHERE user_id = \("u7") AND kind = 'revoke'
+            """).single)
+        #expect(try entry.decode(Int64.self, column: "amount") == -150)
+        #expect(entry["operator"] == "bob")
+        #expect(entry["reason"] == "fraud")
+        #expect(entry["allow_negative"] == "true")
+
+        let check = try books.psql.run("check.sql")
+        #expect(check.status == 0, "\(check)")
+        #expect(check.output == "ok: every invariant holds\n", "\(check)")
+
+        let audit = try books.audit()
+        #expect(audit.map(\.action) == ["grant", "grant", "revoke"])
+        #expect(audit.map(\.outcome) == ["granted", "already_applied", "revoked"])
+        #expect(audit.last?.operatorName == "bob")
+        #expect(audit.last?.argument("allow_negative") == "true")
+    }
+
+    @Test func valuesAreQuotedNeverSpliced() throws {
+        let books = try Books()
+        let hostile = "it's'); DROP TABLE wallet.entries; --"
+        let run = try books.psql.run("grant.sql", [
+            "user_id": "u8", "amount": "5", "currency": "coin", "reason": hostile, "operator": "o'brien",
+        ])
+        #expect(run.status == 0, "\(run)")
+        let entry = try #require(try books.connection.query("""
+            SELECT metadata ->> 'reason' AS reason, metadata ->> 'operator' AS operator
+            FROM wallet.entries WHERE user_id = \("u8")
+            """).single)
+        #expect(entry["reason"] == hostile)
+        #expect(entry["operator"] == "o'brien")
+        #expect(try books.audit().first?.reason == hostile)
+
+        let notANumber = try books.psql.run("grant.sql", [
+            "user_id": "u8", "amount": "1; DELETE FROM wallet.wallets", "currency": "coin", "reason": "x",
+            "operator": "alice",
+        ])
+        #expect(notANumber.status == 3, "\(notANumber)")
+        #expect(try books.balance("u8") == 5)
+    }
+
+    @Test func aReferenceNamesOneGrant() throws {
+        let books = try Books()
+        let first = try books.psql.run("grant.sql", [
+            "user_id": "u9", "amount": "5", "currency": "coin", "reason": "ticket", "operator": "alice",
+            "reference": "T-1",
+        ])
+        #expect(first.status == 0, "\(first)")
+        #expect(first.output.contains("reference T-1)"), "\(first)")
+
+        // A retry by someone else, for the same amount, is the same grant.
+        let retry = try books.psql.run("grant.sql", [
+            "user_id": "u9", "amount": "5", "currency": "coin", "reason": "ticket, again", "operator": "bob",
+            "reference": "T-1",
+        ])
+        #expect(retry.status == 0, "\(retry)")
+        #expect(retry.output.hasPrefix("already applied: grant T-1 to user u9"), "\(retry)")
+
+        // The same reference for another amount is a mistake, not a retry.
+        let reused = try books.psql.run("grant.sql", [
+            "user_id": "u9", "amount": "500", "currency": "coin", "reason": "ticket", "operator": "alice",
+            "reference": "T-1",
+        ])
+        #expect(reused.status == 3, "\(reused)")
+        #expect(reused.errors.contains("reference T-1 was already used"), "\(reused)")
+        #expect(try books.balance("u9") == 5)
+        #expect(try books.entryCount() == 1)
+    }
+
+    // MARK: product.sql
+
+    @Test func aProductChangeLeavesPastCreditsAlone() throws {
+        let books = try Books()
+        #expect(try books.credit(flowNo: "2000000400", userID: "u4", productID: "guodong600") == "credited")
+
+        let run = try books.psql.run("product.sql", [
+            "product_id": "guodong600", "amount": "700", "currency": "coin", "operator": "alice",
+            "reason": "price change",
+        ])
+        #expect(run.status == 0, "\(run)")
+        #expect(run.output == "updated product guodong600: 700 coin, active\n", "\(run)")
+
+        #expect(try books.creditedAmount("2000000400") == 600)
+        #expect(try books.connection.query("""
+            SELECT e.amount FROM wallet.entries e JOIN wallet.credits c ON c.entry_id = e.id
+            WHERE c.flow_no = \("2000000400")
+            """)[0].decode(Int64.self, at: 0) == 600)
+
+        #expect(try books.credit(flowNo: "2000000401", userID: "u4", productID: "guodong600") == "credited")
+        #expect(try books.creditedAmount("2000000401") == 700)
+        #expect(try books.balance("u4") == 1300)
+
+        let audit = try #require(try books.audit().single)
+        #expect(audit.action == "product")
+        #expect(audit.operatorName == "alice")
+        #expect(audit.reason == "price change")
+        #expect(audit.outcome == "updated")
+        #expect(audit.argument("amount") == "700")
+    }
+
+    @Test func aPriceChangeKeepsAProductOffSale() throws {
+        let books = try Books()
+        let off = try books.psql.run("product.sql", [
+            "product_id": "guodong1200", "amount": "1200", "currency": "coin", "active": "false",
+        ])
+        #expect(off.output == "updated product guodong1200: 1200 coin, inactive\n", "\(off)")
+
+        let repriced = try books.psql.run("product.sql", ["product_id": "guodong1200", "amount": "1300", "currency": "coin"])
+        #expect(repriced.status == 0, "\(repriced)")
+        #expect(repriced.output == "updated product guodong1200: 1300 coin, inactive\n", "\(repriced)")
+        #expect(try books.credit(flowNo: "2000000500", userID: "u5", productID: "guodong1200") == "unknown_product")
+
+        let on = try books.psql.run("product.sql", [
+            "product_id": "guodong1200", "amount": "1300", "currency": "coin", "active": "true",
+        ])
+        #expect(on.output == "updated product guodong1200: 1300 coin, active\n", "\(on)")
+        #expect(try books.credit(flowNo: "2000000500", userID: "u5", productID: "guodong1200") == "credited")
+
+        let created = try books.psql.run("product.sql", ["product_id": "guodong9000", "amount": "9000", "currency": "coin"])
+        #expect(created.output == "created product guodong9000: 9000 coin, active\n", "\(created)")
+    }
+
+    @Test func aProductChangeWithoutAnOperatorIsAuditedUnderTheSessionUser() throws {
+        let books = try Books()
+        let run = try books.psql.run("product.sql", ["product_id": "guodong2400", "amount": "2400", "currency": "coin"])
+        #expect(run.status == 0, "\(run)")
+        let sessionUser = try books.sessionUser()
+        if ProcessInfo.processInfo.environment["WALLET_TEST_DATABASE_URL"] == nil {
+            // The harness's own cluster connects as its superuser.
+            #expect(sessionUser == "postgres")
+        }
+        let audit = try #require(try books.audit().single)
+        #expect(audit.action == "product")
+        #expect(audit.operatorName == sessionUser)
+        #expect(audit.databaseUser == sessionUser)
+        #expect(audit.reason == nil)
+        #expect(audit.outcome == "created")
+    }
+
+    // MARK: check.sql
+
+    @Test func checkPassesOnCleanBooksAndFailsOnACorruptedBalance() throws {
+        let books = try Books()
+        #expect(try books.credit(flowNo: "2000000600", userID: "u6", productID: "guodong600") == "credited")
+        let clean = try books.psql.run("check.sql")
+        #expect(clean.status == 0, "\(clean)")
+        #expect(clean.output == "ok: every invariant holds\n", "\(clean)")
+
+        // Only a superuser's hand gets here: the functions never write a
+        // balance without its entry.
+        try books.connection.query("UPDATE wallet.wallets SET balance = balance + 1 WHERE user_id = \("u6")")
+        let corrupted = try books.psql.run("check.sql")
+        #expect(corrupted.status == 3, "\(corrupted)")
+        #expect(corrupted.output == """
+            violation balance_matches_ledger u6/coin: balance 601, ledger sum 600
+            FAILED: 1 invariant violation(s)
+
+            """, "\(corrupted)")
+        #expect(corrupted.errors.contains("wallet invariants violated: 1 violation(s)"), "\(corrupted)")
+    }
+
+    // MARK: report.sql
+
+    @Test func reportSumsCreditsRefundsAndDebitsPerProductAndDay() throws {
+        let books = try Books()
+        // One transaction, so every entry has the same time and falls on the
+        // same day, even at midnight.
+        try books.connection.execute("BEGIN")
+        #expect(try books.credit(flowNo: "2000000700", userID: "u10", productID: "guodong600") == "credited")
+        #expect(try books.credit(flowNo: "2000000701", userID: "u10", productID: "guodong600") == "credited")
+        #expect(try books.credit(flowNo: "2000000702", userID: "u11", productID: "guodong1200") == "credited")
+        #expect(try books.debit(key: "spend-1", userID: "u10", amount: 100) == "debited")
+        try books.connection.query("SELECT wallet.refund_credit(\("2000000701"), 'chargeback', 'alice')")
+        let today = try books.connection.query("SELECT (now() AT TIME ZONE 'UTC')::date::text")[0]
+            .decode(String.self, at: 0)
+        try books.connection.execute("COMMIT")
+
+        let run = try books.psql.run("report.sql", arguments: ["--csv"])
+        #expect(run.status == 0, "\(run)")
+        #expect(run.output.split(separator: "\n").map(String.init) == [
+            "day,product_id,currency,credits,credited,refunds,refunded,debits,debited,net",
+            "\(today),(debits),coin,0,0,0,0,1,100,-100",
+            "\(today),guodong1200,coin,1,1200,0,0,0,0,1200",
+            "\(today),guodong600,coin,2,1200,1,600,0,0,600",
+        ], "\(run)")
+
+        let sameDay = try books.psql.run("report.sql", ["since": today], arguments: ["--csv"])
+        #expect(sameDay.output == run.output, "\(sameDay)")
+        let later = try books.psql.run("report.sql", ["since": "2999-01-01"], arguments: ["--csv"])
+        #expect(later.status == 0, "\(later)")
+        #expect(later.lineCount == 1, "\(later)")
+    }
+
+    // MARK: The scripts themselves
+
+    @Test func everyScriptIsDocumentedAndCallsOnlyFunctions() throws {
+        let directory = PSQL.packageRoot.appendingPathComponent("Scripts/admin")
+        let readme = try String(contentsOf: directory.appendingPathComponent("README.md"), encoding: .utf8)
+        #expect(readme.hasPrefix("## Admin scripts\n"))
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+            .filter { $0.hasSuffix(".sql") }.sorted()
+        #expect(names == ["check.sql", "grant.sql", "product.sql", "refund.sql", "report.sql", "revoke.sql"])
+        let variables: [String: [String]] = [
+            "check.sql": [],
+            "grant.sql": ["user_id", "amount", "currency", "reason", "operator"],
+            "product.sql": ["product_id", "amount", "currency", "operator", "reason"],
+            "refund.sql": ["flow_no", "reason", "operator"],
+            "report.sql": ["since"],
+            "revoke.sql": ["user_id", "amount", "currency", "reason", "operator"],
+        ]
+        let tables = ["wallets", "entries", "credits", "products", "admin_audit", "idempotency_keys",
+                      "revoked_flow_nos", "api_keys"]
+        for name in names {
+            let text = try String(contentsOf: directory.appendingPathComponent(name), encoding: .utf8)
+            let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            let header = lines.prefix { $0.hasPrefix("--") }
+            let run = try #require(header.first { $0.contains("psql -X \"$WALLET_DATABASE_URL\" -v ON_ERROR_STOP=1") },
+                                   "\(name) shows no psql line")
+            #expect(run.hasSuffix("-f Scripts/admin/\(name)"), "\(name): \(run)")
+            // The README shows the same line, under the script's own heading.
+            let line = run.drop { $0 == "-" || $0 == " " }
+            #expect(readme.contains("\n\(line)\n"), "README.md lacks the line for \(name)")
+            #expect(readme.contains("\n### `\(name)`"), "README.md has no section for \(name)")
+            for variable in variables[name] ?? [] {
+                #expect(run.contains(" -v \(variable)="), "\(name) header lacks -v \(variable)")
+            }
+            #expect(lines.first { !$0.hasPrefix("--") && !$0.isEmpty } == "\\set ON_ERROR_STOP on", "\(name)")
+            let code = lines.filter { !$0.trimmingCharacters(in: .whitespaces).hasPrefix("--") }.joined(separator: "\n")
+            for table in tables {
+                #expect(!code.contains("wallet.\(table)"), "\(name) touches wallet.\(table)")
+            }
+        }
+    }
+}
+
+// MARK: - Fixtures
+
+/// A fresh database and the ways the tests read and write it.
+private struct Books {
+    let connection: Connection
+    let psql: PSQL
+
+    init() throws {
+        let options = try TestDatabase.make()
+        connection = try Connection(options: options)
+        psql = try PSQL(database: options)
+    }
+
+    /// Credits one bundle the way the service does; returns the outcome.
+    func credit(flowNo: String, userID: String, productID: String) throws -> String {
+        try connection.query("""
+            SELECT outcome FROM wallet.credit_many(
+                ARRAY['test'], \([flowNo])::text[], \([userID])::text[], \([productID])::text[], ARRAY[1],
+                ARRAY[NULL]::bigint[], ARRAY['caller'], ARRAY[NULL]::text[])
+            """)[0].decode(String.self, at: 0)
+    }
+
+    /// Spends coins the way the service does; returns the outcome.
+    func debit(key: String, userID: String, amount: Int64) throws -> String {
+        try connection.query("""
+            SELECT outcome FROM wallet.debit_many(
+                ARRAY['test'], \([key])::text[], \([ByteA(Array(key.utf8))])::bytea[], \([userID])::text[],
+                ARRAY['coin'], \([amount])::bigint[], ARRAY[NULL]::text[], ARRAY[NULL]::jsonb[], ARRAY['request'])
+            """)[0].decode(String.self, at: 0)
+    }
+
+    func balance(_ userID: String) throws -> Int64 {
+        try connection.query("""
+            SELECT balance FROM wallet.wallets WHERE user_id = \(userID) AND currency = 'coin'
+            """)[0].decode(Int64.self, at: 0)
+    }
+
+    func creditedAmount(_ flowNo: String) throws -> Int64 {
+        try connection.query("SELECT amount FROM wallet.credits WHERE flow_no = \(flowNo)")[0].decode(Int64.self, at: 0)
+    }
+
+    func entryCount() throws -> Int {
+        try connection.query("SELECT count(*) FROM wallet.entries")[0].decode(Int.self, at: 0)
+    }
+
+    func sessionUser() throws -> String {
+        try connection.query("SELECT session_user::text")[0].decode(String.self, at: 0)
+    }
+
+    struct AuditRow {
+        var action: String
+        var operatorName: String
+        var databaseUser: String
+        var reason: String?
+        var outcome: String
+        var entryIDs: String
+        var arguments: [String: String?]
+
+        func argument(_ name: String) -> String? { arguments[name] ?? nil }
+    }
+
+    /// The audit trail, oldest first; argument values as text.
+    func audit() throws -> [AuditRow] {
+        let rows = try connection.query("""
+            SELECT id, action, operator, db_user, reason, outcome, entry_ids::text FROM wallet.admin_audit ORDER BY id
+            """)
+        return try rows.map { row in
+            let id = try row.decode(Int64.self, column: "id")
+            var arguments: [String: String?] = [:]
+            for argument in try connection.query("""
+                SELECT key, value FROM wallet.admin_audit a, jsonb_each_text(a.arguments) WHERE a.id = \(id)
+                """) {
+                arguments[try argument.decode(String.self, at: 0)] = try argument.decodeIfPresent(String.self, at: 1)
+            }
+            return AuditRow(action: try row.decode(String.self, column: "action"),
+                            operatorName: try row.decode(String.self, column: "operator"),
+                            databaseUser: try row.decode(String.self, column: "db_user"),
+                            reason: try row.decodeIfPresent(String.self, column: "reason"),
+                            outcome: try row.decode(String.self, column: "outcome"),
+                            entryIDs: try row.decode(String.self, column: "entry_ids"),
+                            arguments: arguments)
+        }
+    }
+}
+
+extension Array {
+    /// The only element; more than one is a test failure, none gives nil.
+    fileprivate var single: Element? {
+        #expect(count <= 1, "expected at most one element, got \(count)")
+        return first
+    }
+}
+
+/// Runs an admin script with the real `psql`, as its header says to.
+private struct PSQL {
+    enum Failure: Error, CustomStringConvertible {
+        case notInstalled
+        case timedOut(script: String, seconds: Int)
+
+        var description: String {
+            switch self {
+            case .notInstalled: "psql was found neither on PATH nor under /usr/lib/postgresql/*/bin"
+            case .timedOut(let script, let seconds): "psql -f \(script) did not finish within \(seconds) s"
+            }
+        }
+    }
+
+    struct Run: CustomStringConvertible {
+        var status: Int32
+        var output: String
+        var errors: String
+
+        var lineCount: Int { output.split(separator: "\n").count }
+        var description: String { "exit \(status)\nstdout:\n\(output)\nstderr:\n\(errors)" }
+    }
+
+    /// The package root, where the documented lines are run from.
+    static let packageRoot = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    static let deadlineSeconds = 60
+
+    let executable: String
+    let conninfo: String
+
+    init(database options: Connection.Options) throws {
+        executable = try Self.find()
+        conninfo = Self.conninfo(for: options)
+    }
+
+    /// Runs `psql -X <conninfo> -v ON_ERROR_STOP=1 [arguments] -v name=value … -f Scripts/admin/<script>`.
+    func run(_ script: String, _ variables: KeyValuePairs<String, String> = [:],
+             arguments: [String] = []) throws -> Run {
+        var argv = ["-X", conninfo, "-v", "ON_ERROR_STOP=1"] + arguments
+        for (name, value) in variables { argv += ["-v", "\(name)=\(value)"] }
+        argv += ["-f", "Scripts/admin/\(script)"]
+
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = argv
+        process.currentDirectoryURL = Self.packageRoot
+        process.standardInput = FileHandle.nullDevice
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+
+        // Both pipes are drained while psql runs, so a long answer cannot
+        // fill one and stall it.
+        let collected = Collected()
+        let readers = DispatchGroup()
+        for (index, pipe) in [output, errors].enumerated() {
+            let handle = pipe.fileHandleForReading
+            DispatchQueue.global().async(group: readers) {
+                let data = handle.readDataToEndOfFile()
+                collected.store(data, at: index)
+            }
+        }
+        try process.run()
+
+        let deadline = Date(timeIntervalSinceNow: Double(Self.deadlineSeconds))
+        while process.isRunning, Date() < deadline {
+            usleep(5_000)
+        }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            _ = readers.wait(timeout: .now() + 5)
+            throw Failure.timedOut(script: script, seconds: Self.deadlineSeconds)
+        }
+        process.waitUntilExit()
+        guard readers.wait(timeout: .now() + 10) == .success else {
+            throw Failure.timedOut(script: script, seconds: Self.deadlineSeconds)
+        }
+        return Run(status: process.terminationStatus, output: collected.text(at: 0), errors: collected.text(at: 1))
+    }
+
+    private static func find() throws -> String {
+        let manager = FileManager.default
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
+        var candidates = path.split(separator: ":").map { "\($0)/psql" }
+        candidates.append("/usr/bin/psql")
+        let versions = ((try? manager.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? [])
+            .compactMap(Int.init).sorted(by: >)
+        candidates += versions.map { "/usr/lib/postgresql/\($0)/bin/psql" }
+        guard let found = candidates.first(where: manager.isExecutableFile(atPath:)) else { throw Failure.notInstalled }
+        return found
+    }
+
+    /// The test database as one string psql takes in place of a database
+    /// name: the harness's conninfo with the database appended (a later
+    /// keyword wins), or the URL with its path replaced.
+    private static func conninfo(for options: Connection.Options) -> String {
+        guard let database = options.database else { return options.conninfo }
+        if options.conninfo.contains("://"), var url = URLComponents(string: options.conninfo) {
+            url.path = "/" + database
+            if let string = url.string { return string }
+        }
+        return options.conninfo + " dbname=" + database
+    }
+}
+
+/// What the pipe readers collected, handed from their threads to the test's.
+private final class Collected: Sendable {
+    private let data = Mutex<[Data]>([Data(), Data()])
+
+    func store(_ bytes: Data, at index: Int) {
+        data.withLock { $0[index] = bytes }
+    }
+
+    func text(at index: Int) -> String {
+        String(decoding: data.withLock { $0[index] }, as: UTF8.self)
+    }
+}
