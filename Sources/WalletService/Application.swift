@@ -113,6 +113,7 @@ public final class Application: Sendable {
 /// Builds the service from its configuration. With no database URL it starts
 /// the embedded development database first.
 public func buildApplication(configuration: Configuration, logger: Logger) throws -> Application {
+    try configuration.validateForServing()
     if let url = configuration.databaseURL {
         return try Application(configuration: configuration, databaseConninfo: url, embeddedDatabase: nil, logger: logger)
     }

@@ -78,6 +78,11 @@ public enum WalletCommand {
             """)
         if options.helpRequested { return 0 }
         let configuration = try loadConfiguration(environment: environment, flags: options.values)
+        do {
+            try configuration.validateForServing()
+        } catch {
+            throw UsageError(message: "configuration: \(error.description)")
+        }
         let logger = Logger(label: "wallet", level: configuration.logLevel)
 
         // Signals are taken on this thread alone: block them before any other

@@ -152,12 +152,16 @@ public struct Configuration: Sendable {
         } else {
             configuration.creditVerification = configuration.usesEmbeddedDatabase ? [.caller] : [.appStoreJWS]
         }
-        if !configuration.creditVerification.isDisjoint(with: [.appStoreJWS, .appStoreReceipt]),
-           configuration.apple.bundleIDs.isEmpty {
+        return configuration
+    }
+
+    /// What `serve` needs beyond `load`: the tools (migrate, keys, check)
+    /// run without App Store settings.
+    public func validateForServing() throws(ConfigurationError) {
+        if !creditVerification.isDisjoint(with: [.appStoreJWS, .appStoreReceipt]), apple.bundleIDs.isEmpty {
             throw ConfigurationError(variable: "WALLET_APPLE_BUNDLE_ID",
                                      message: "must be set when WALLET_CREDIT_VERIFICATION includes an App Store mode")
         }
-        return configuration
     }
 
     static func parseListen(_ text: String, variable: String) throws(ConfigurationError) -> Listen {

@@ -108,7 +108,8 @@ struct PoolTests {
         #expect(finished)
         let total = try pool.withConnection { try $0.query("SELECT sum(n) FROM acct")[0].decode(Int.self, at: 0) }
         #expect(total == 4)
-        #expect(attempts.load(ordering: .relaxed) == 3)
+        // At least one deadlock victim ran again (on two busy cores, a retry can deadlock again).
+        #expect(attempts.load(ordering: .relaxed) >= 3)
     }
 
     @Test func rollbackOnErrorLeavesNothing() throws {

@@ -42,6 +42,17 @@ public final class TestService: @unchecked Sendable {
         }
     }
 
+    /// An application over `database` that is built but not started, for
+    /// tests of start-up itself. The database needs no schema yet.
+    public static func unstarted(database: Connection.Options) throws -> Application {
+        var configuration = Configuration()
+        configuration.databaseURL = conninfo(database)
+        configuration.listen = .init(host: "127.0.0.1", port: 0)
+        configuration.creditVerification = [.caller]
+        return try buildApplication(configuration: configuration,
+                                    logger: Logger(label: "wallet", level: .error, sink: .discard))
+    }
+
     enum TestServiceError: Error {
         case notReady
     }

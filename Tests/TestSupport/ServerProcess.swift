@@ -1,0 +1,82 @@
+import Foundation
+import Synchronization
+
+/// A `wallet serve` process, with its standard output collected.
+public final class ServerProcess: Sendable {
+    private final class Buffer: Sendable {
+        let text = Mutex<String>("")
+    }
+
+    private let process: Process
+    private let collected = Buffer()
+
+    public init(binary: String, environment: [String: String], arguments: [String] = ["serve"]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = arguments
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        self.process = process
+        let handle = output.fileHandleForReading
+        let collected = collected
+        handle.readabilityHandler = { handle in
+            let data = handle.availableData
+            if data.isEmpty {
+                handle.readabilityHandler = nil
+            } else {
+                collected.text.withLock { $0 += String(decoding: data, as: UTF8.self) }
+            }
+        }
+        try process.run()
+    }
+
+    public var output: String { collected.text.withLock { $0 } }
+    public var processID: Int32 { process.processIdentifier }
+
+    /// The port from the banner line `… listening on http://host:port`.
+    public func waitForPort(seconds: Double = 30) throws -> UInt16 {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        while Date() < deadline {
+            if let line = output.split(separator: "\n").first(where: { $0.contains("listening on http://") }),
+               let port = line.split(separator: ":").last.flatMap({ UInt16($0.trimmingCharacters(in: .whitespaces)) }) {
+                return port
+            }
+            guard process.isRunning else { break }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        throw ServerProcessError.noPort(output: output)
+    }
+
+    public func waitForOutput(containing text: String, seconds: Double) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        while Date() < deadline {
+            if output.contains(text) { return true }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        return false
+    }
+
+    public func signal(_ signal: Int32) {
+        if process.isRunning { Glibc.kill(process.processIdentifier, signal) }
+    }
+
+    /// The exit status, or nil if it is still running at the deadline.
+    public func waitForExit(seconds: Double) -> Int32? {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        return process.isRunning ? nil : process.terminationStatus
+    }
+
+    /// SIGKILL, if it still runs.
+    public func kill() {
+        signal(SIGKILL)
+        _ = waitForExit(seconds: 10)
+    }
+
+    enum ServerProcessError: Error {
+        case noPort(output: String)
+    }
+}

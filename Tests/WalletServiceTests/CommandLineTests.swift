@@ -1,0 +1,193 @@
+import Foundation
+import Postgres
+import Testing
+import TestSupport
+
+/// The `wallet` binary, as operators run it.
+@Suite(.timeLimit(.minutes(3)))
+struct CommandLineTests {
+    /// The built `wallet` executable, beside the test bundle.
+    static let walletBinary: String = {
+        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        if directory.lastPathComponent.hasSuffix(".xctest") { directory.deleteLastPathComponent() }
+        return directory.appendingPathComponent("wallet").path
+    }()
+
+    func environment(_ extra: [String: String]) -> [String: String] {
+        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("WALLET_") }
+        environment["WALLET_LOG_LEVEL"] = "error"
+        for (key, value) in extra { environment[key] = value }
+        return environment
+    }
+
+    func wallet(_ arguments: [String], _ extra: [String: String] = [:], stdin: String? = nil) throws
+        -> (status: Int32, output: String, error: String) {
+        try runProcess([Self.walletBinary] + arguments, environment: environment(extra), stdin: stdin)
+    }
+
+    @Test func versionAndHelp() throws {
+        let version = try wallet(["version"])
+        #expect(version.status == 0)
+        #expect(version.output.hasPrefix("wallet "))
+        for command in ["serve", "migrate", "keys", "check"] {
+            let help = try wallet([command, "--help"])
+            #expect(help.status == 0, "\(command) --help")
+            #expect(help.output.contains("usage: wallet \(command)"), "\(command) --help")
+        }
+        let unknown = try wallet(["frobnicate"])
+        #expect(unknown.status == 2)
+    }
+
+    @Test func aMalformedSettingStopsStartUpNamingTheVariable() throws {
+        for (name, value) in [("WALLET_DB_POOL_SIZE", "many"), ("WALLET_LISTEN", "nowhere"), ("WALLET_LOG_LEVEL", "loud"),
+                              ("WALLET_CREDIT_VERIFICATION", "trust-me")] {
+            let result = try wallet(["serve"], ["WALLET_DATABASE_URL": "host=/nonexistent", name: value])
+            #expect(result.status == 2, "\(name)")
+            #expect(result.error.contains(name), "\(name): \(result.error)")
+        }
+        let noBundle = try wallet(["serve"], ["WALLET_DATABASE_URL": "host=/nonexistent"])
+        #expect(noBundle.status == 2)
+        #expect(noBundle.error.contains("WALLET_APPLE_BUNDLE_ID"))
+    }
+
+    @Test func migrateTwiceIsANoOp() throws {
+        let url = TestService.conninfo(try TestDatabase.makeEmpty())
+        let first = try wallet(["migrate"], ["WALLET_DATABASE_URL": url])
+        #expect(first.status == 0, "\(first.error)")
+        #expect(first.output.contains("applied: 0001_wallet_schema.sql"))
+        let second = try wallet(["migrate", "--database-url", url])
+        #expect(second.status == 0)
+        #expect(second.output.contains("up to date"))
+    }
+
+    @Test func keysCreateListAndRevoke() throws {
+        let url = TestService.conninfo(try TestDatabase.make())
+        let created = try wallet(["keys", "create", "--name", "shop", "--scopes", "credit,read"], ["WALLET_DATABASE_URL": url])
+        #expect(created.status == 0, "\(created.error)")
+        let lines = created.output.split(separator: "\n", omittingEmptySubsequences: false).filter { !$0.isEmpty }
+        let secret = String(lines.last ?? "")
+        #expect(secret.hasPrefix("wk_") && !secret.contains(" "))
+        let listed = try wallet(["keys", "list"], ["WALLET_DATABASE_URL": url])
+        #expect(listed.status == 0)
+        #expect(listed.output.contains("shop"))
+        #expect(listed.output.contains("credit,read"))
+        #expect(!listed.output.contains(secret))
+        #expect(!listed.output.contains(String(secret.dropFirst(3))))
+        let duplicate = try wallet(["keys", "create", "--name", "shop", "--scopes", "read"], ["WALLET_DATABASE_URL": url])
+        #expect(duplicate.status == 1)
+        let badScope = try wallet(["keys", "create", "--name", "x", "--scopes", "mint"], ["WALLET_DATABASE_URL": url])
+        #expect(badScope.status != 0)
+        #expect(try wallet(["keys", "revoke", "shop"], ["WALLET_DATABASE_URL": url]).status == 0)
+        let after = try wallet(["keys", "list"], ["WALLET_DATABASE_URL": url])
+        #expect(after.output.split(separator: "\n").contains { $0.hasPrefix("shop") && !$0.hasSuffix("-") })
+        #expect(try wallet(["keys", "revoke", "shop"], ["WALLET_DATABASE_URL": url]).status == 1)
+    }
+
+    @Test func checkAgreesWithTheAdminScript() throws {
+        let options = try TestDatabase.make()
+        let url = TestService.conninfo(options)
+        let connection = try Connection(options: options)
+        try connection.query("SELECT * FROM wallet.grant_coins('alice', 500, 'coin', 'setup', 'tests')")
+        let clean = try wallet(["check"], ["WALLET_DATABASE_URL": url])
+        #expect(clean.status == 0)
+        let script = try runProcess(["psql", "-X", url, "-v", "ON_ERROR_STOP=1", "-f", "Scripts/admin/check.sql"])
+        #expect(script.status == 0)
+
+        // Corrupt a balance behind the triggers' back.
+        try connection.execute("SET session_replication_role = replica")
+        try connection.execute("UPDATE wallet.wallets SET balance = balance + 1 WHERE user_id = 'alice'")
+        try connection.execute("INSERT INTO wallet.wallets (user_id, currency, balance) VALUES ('ghost', 'coin', 7)")
+        let corrupt = try wallet(["check"], ["WALLET_DATABASE_URL": url])
+        #expect(corrupt.status == 1)
+        let failing = try runProcess(["psql", "-X", url, "-v", "ON_ERROR_STOP=1", "-f", "Scripts/admin/check.sql"])
+        #expect(failing.status != 0)
+        // The same violations, by invariant and subject.
+        let fromCLI = Set(corrupt.output.split(separator: "\n").map { $0.split(separator: "\t").prefix(2).joined(separator: " ") })
+        #expect(fromCLI == ["balance_matches_ledger alice/coin", "balance_matches_ledger ghost/coin"])
+        for violation in fromCLI {
+            let parts = violation.split(separator: " ")
+            #expect(failing.output.contains(parts[0]) && failing.output.contains(parts[1]), "check.sql lacks \(violation)")
+        }
+    }
+
+    @Test func serveFinishesARequestInFlightOnSIGTERMAndExitsZero() throws {
+        let options = try TestDatabase.make()
+        let url = TestService.conninfo(options)
+        // A key to debit with, and coins to spend.
+        let created = try wallet(["keys", "create", "--name", "game", "--scopes", "debit"], ["WALLET_DATABASE_URL": url])
+        let key = String(created.output.split(separator: "\n").last ?? "")
+        let connection = try Connection(options: options)
+        try connection.query("SELECT * FROM wallet.grant_coins('alice', 100, 'coin', 'setup', 'tests')")
+
+        let server = try ServerProcess(binary: Self.walletBinary,
+                                       environment: environment(["WALLET_DATABASE_URL": url, "WALLET_LISTEN": "127.0.0.1:0",
+                                                                 "WALLET_CREDIT_VERIFICATION": "caller"]))
+        defer { server.kill() }
+        let port = try server.waitForPort()
+        #expect(try waitForReady(port: port))
+
+        // Hold the wallet's row lock so the debit stays in flight.
+        let blocker = try Connection(options: options)
+        try blocker.execute("BEGIN")
+        try blocker.execute("SELECT balance FROM wallet.wallets WHERE user_id = 'alice' FOR UPDATE")
+        let client = try HTTPTestClient(port: port, timeoutSeconds: 20)
+        try client.send(HTTPTestClient.requestBytes(
+            method: "POST", path: "/v1/debits",
+            headers: [("Authorization", "Bearer \(key)"), ("Content-Type", "application/json"), ("Idempotency-Key", "in-flight")],
+            body: Array(#"{"user_id":"alice","amount":40}"#.utf8), port: port))
+        Thread.sleep(forTimeInterval: 0.3)
+        server.signal(SIGTERM)
+        Thread.sleep(forTimeInterval: 0.3)
+        try blocker.execute("COMMIT")
+
+        let response = try client.readResponse()
+        #expect(response.status == 201)
+        #expect(server.waitForExit(seconds: 20) == 0)
+        #expect(try connection.query("SELECT balance FROM wallet.wallets WHERE user_id = 'alice'")[0]
+            .decode(Int64.self, at: 0) == 60)
+    }
+
+    @Test func embeddedDatabaseStartsAndStopsWithTheService() throws {
+        let dataDirectory = NSTemporaryDirectory() + "wallet-embedded-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: dataDirectory) }
+        let server = try ServerProcess(binary: Self.walletBinary,
+                                       environment: environment(["WALLET_DATA_DIR": dataDirectory,
+                                                                 "WALLET_LISTEN": "127.0.0.1:0"]))
+        defer { server.kill() }
+        let port = try server.waitForPort(seconds: 90)
+        #expect(try waitForReady(port: port, seconds: 60))
+        // The first start of an empty database prints two development keys.
+        #expect(server.waitForOutput(containing: "game-server (debit, read):", seconds: 30))
+        #expect(server.output.contains("development database"))
+        #expect(postgresProcesses(for: dataDirectory) > 0)
+        server.signal(SIGINT)
+        #expect(server.waitForExit(seconds: 60) == 0)
+        #expect(postgresProcesses(for: dataDirectory) == 0)
+        // Other commands reach the same cluster when serve is not running.
+        let keys = try wallet(["keys", "list"], ["WALLET_DATA_DIR": dataDirectory])
+        #expect(keys.status == 0, "\(keys.error)")
+        #expect(keys.output.contains("app-backend"))
+        #expect(postgresProcesses(for: dataDirectory) == 0)
+    }
+
+    private func postgresProcesses(for dataDirectory: String) -> Int {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.filter { entry in
+            guard Int(entry) != nil,
+                  let command = try? String(contentsOfFile: "/proc/\(entry)/cmdline", encoding: .utf8) else { return false }
+            return command.contains("postgres") && command.contains(dataDirectory)
+        }.count
+    }
+
+    private func waitForReady(port: UInt16, seconds: Double = 30) throws -> Bool {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        while Date() < deadline {
+            if let client = try? HTTPTestClient(port: port, timeoutSeconds: 5),
+               let response = try? client.request(method: "GET", path: "/readyz"), response.status == 200 {
+                return true
+            }
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        return false
+    }
+}
