@@ -22,7 +22,10 @@ public struct TransactionPayload: Decodable, Sendable, Equatable {
     public let originalPurchaseDate: Int64?
     /// Milliseconds since 1970; subscriptions only.
     public let expiresDate: Int64?
-    public let quantity: Int
+    /// How many of the product were bought, 1...10 by Apple's documentation.
+    /// Apple's own libraries treat it as optional; `CreditPolicy` reads an
+    /// absent value as 1.
+    public let quantity: Int?
     public let type: ProductType
     /// The UUID the app attached to the purchase, as Apple sent it. See
     /// `appAccountTokenUUID` for the parsed form.

@@ -21,6 +21,27 @@ public enum SHA256 {
     }
 }
 
+/// SHA-1 (FIPS 180-4).
+///
+/// Broken for collision resistance: never use it to sign, authenticate or
+/// fingerprint anything. It is here because name-based UUIDs (RFC 9562
+/// §5.5, version 5) are defined over SHA-1, and there only the bit pattern
+/// matters.
+public enum SHA1 {
+    public static let byteCount = 20
+
+    public static func hash(_ data: some Collection<UInt8>) -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: byteCount)
+        var length: UInt32 = 0
+        let ok = withBytePointer(data) { pointer, count in
+            EVP_Digest(pointer, count, &digest, &length, EVP_sha1(), nil)
+        }
+        // As for SHA-256: hashing memory cannot fail short of a broken library.
+        precondition(ok == 1 && length == UInt32(byteCount), "EVP_Digest(SHA-1) failed")
+        return digest
+    }
+}
+
 /// HMAC with SHA-256 (RFC 2104), for keys of any length, including empty.
 public enum HMACSHA256 {
     public static let byteCount = 32

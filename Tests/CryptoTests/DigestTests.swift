@@ -25,6 +25,24 @@ import Testing
         #expect(SHA256.hash(message).count == 32)
     }
 
+    // FIPS 180-2 appendix A and the usual empty-input value.
+    @Test(.timeLimit(.minutes(1)))
+    func sha1KnownAnswers() {
+        func hex(_ message: [UInt8]) -> String { hexString(SHA1.hash(message)) }
+        #expect(hex([]) == "da39a3ee5e6b4b0d3255bfef95601890afd80709")
+        #expect(hex(Array("abc".utf8)) == "a9993e364706816aba3e25717850c26c9cd0d89d")
+        #expect(
+            hex(Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8))
+                == "84983e441c3bd26ebaae4aa1f95129e5e54670f1"
+        )
+        #expect(
+            hex([UInt8](repeating: UInt8(ascii: "a"), count: 1_000_000))
+                == "34aa973cd4c4daa4f61eeb2bdbad27316534016f"
+        )
+        #expect(SHA1.hash("abc".utf8.lazy.map { $0 }) == SHA1.hash(Array("abc".utf8)))
+        #expect(SHA1.hash([UInt8]()).count == SHA1.byteCount)
+    }
+
     // RFC 4231 §4.2–4.8.
     @Test(.timeLimit(.minutes(1)))
     func hmacRFC4231() {

@@ -1,0 +1,130 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// One HTTP request, waited for on the calling thread until a deadline.
+///
+/// Each exchange has its own ephemeral `URLSession` with this object as its
+/// delegate, so the answer is read piece by piece and cut off at
+/// `responseBytesMax` instead of being buffered whole first. Redirects are
+/// not followed; the caller sees the 3xx status instead.
+final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    enum Outcome: Sendable {
+        /// HTTP 200 and its whole body.
+        case body(Data)
+        /// Anything else, in words for logs.
+        case failure(String)
+    }
+
+    private let responseBytesMax: Int
+    private let finished = DispatchSemaphore(value: 0)
+    /// Guards `received` and `outcome`: URLSession calls the delegate on its
+    /// own queue while the caller waits on another thread.
+    private let lock = NSLock()
+    private var received = Data()
+    private var outcome: Outcome?
+
+    private init(responseBytesMax: Int) {
+        self.responseBytesMax = responseBytesMax
+    }
+
+    /// Sends `request` and waits for the answer until `deadline`, never longer.
+    static func post(_ request: URLRequest, responseBytesMax: Int, deadline: DispatchTime) -> Outcome {
+        let now = DispatchTime.now()
+        guard deadline > now else { return .failure("no time was left to ask") }
+        let remainingSeconds = Double(deadline.uptimeNanoseconds - now.uptimeNanoseconds) / 1e9
+        // The wait below is the real limit. URLSession's own limits are only
+        // a backstop, set well past it: the Linux URLSession truncates them
+        // to whole seconds, so 0.9 s would become an immediate time-out.
+        let backstopSeconds = remainingSeconds.rounded(.up) + 5
+
+        let exchange = HTTPExchange(responseBytesMax: responseBytesMax)
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = backstopSeconds
+        configuration.timeoutIntervalForResource = backstopSeconds
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.urlCache = nil
+        configuration.httpCookieStorage = nil
+        configuration.httpShouldSetCookies = false
+        let session = URLSession(configuration: configuration, delegate: exchange, delegateQueue: nil)
+        // The session holds its delegate until it is invalidated.
+        defer { session.invalidateAndCancel() }
+
+        let task = session.dataTask(with: request)
+        task.resume()
+        guard exchange.finished.wait(timeout: deadline) == .success else {
+            task.cancel()
+            return .failure("no answer within the time limit")
+        }
+        return exchange.lock.withLock { exchange.outcome ?? .failure("the exchange ended without an outcome") }
+    }
+
+    /// Records the first outcome only and wakes the caller once.
+    private func finish(_ result: Outcome) {
+        let isFirst = lock.withLock {
+            guard outcome == nil else { return false }
+            outcome = result
+            return true
+        }
+        if isFirst { finished.signal() }
+    }
+
+    func urlSession(
+        _ session: URLSession,
+        dataTask: URLSessionDataTask,
+        didReceive response: URLResponse,
+        completionHandler: @Sendable @escaping (URLSession.ResponseDisposition) -> Void
+    ) {
+        guard let http = response as? HTTPURLResponse else {
+            finish(.failure("the answer is not HTTP"))
+            completionHandler(.cancel)
+            return
+        }
+        guard http.statusCode == 200 else {
+            finish(.failure("HTTP status \(http.statusCode)"))
+            completionHandler(.cancel)
+            return
+        }
+        guard http.expectedContentLength <= Int64(responseBytesMax) else {
+            finish(.failure("the answer announces more than \(responseBytesMax) bytes"))
+            completionHandler(.cancel)
+            return
+        }
+        completionHandler(.allow)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        let fits = lock.withLock {
+            guard received.count + data.count <= responseBytesMax else { return false }
+            received.append(data)
+            return true
+        }
+        if !fits {
+            finish(.failure("the answer is larger than \(responseBytesMax) bytes"))
+            dataTask.cancel()
+        }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        if let error {
+            let code = (error as? URLError).map { " (URLError \($0.code.rawValue))" } ?? ""
+            finish(.failure("the request failed\(code)"))
+        } else {
+            let body = lock.withLock { received }
+            finish(.body(body))
+        }
+    }
+
+    func urlSession(
+        _ session: URLSession,
+        task: URLSessionTask,
+        willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest,
+        completionHandler: @Sendable @escaping (URLRequest?) -> Void
+    ) {
+        // Apple's endpoints do not redirect; following one would send the
+        // receipt and the shared secret somewhere else.
+        completionHandler(nil)
+    }
+}
