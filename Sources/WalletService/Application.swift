@@ -21,6 +21,7 @@ public final class Application: Sendable {
     let readiness: Readiness
     let server: Server
     let router: Router
+    let blockingWork: BlockingWork
     private let logger: Logger
     private let upkeep: Upkeep
 
@@ -50,15 +51,17 @@ public final class Application: Sendable {
                                   pool: writerPool, metrics: metrics, logger: logger)
 
         router = Router()
+        let transactions = try AppStoreSetup.verifier(configuration.apple)
+        blockingWork = BlockingWork(threads: 4, queueDepthMax: 256)
         let api = WalletAPI(
             pool: pool, groupCommit: groupCommit, authenticator: Authenticator(pool: pool),
-            credits: CreditVerification(modes: configuration.creditVerification),
-            metrics: metrics, readiness: readiness, requestTimeoutSeconds: configuration.requestTimeoutSeconds,
+            credits: CreditVerification(configuration: configuration, transactions: transactions),
+            blockingWork: blockingWork, metrics: metrics, readiness: readiness, requestTimeoutSeconds: configuration.requestTimeoutSeconds,
             logger: logger)
         api.register(on: router)
         OperationsAPI(pool: pool, readiness: readiness, metrics: metrics, groupCommit: groupCommit)
             .register(on: router)
-        AppStoreAPI(pool: pool, verifier: try AppStoreSetup.verifier(configuration.apple), metrics: metrics,
+        AppStoreAPI(pool: pool, verifier: transactions, metrics: metrics,
                     readiness: readiness, requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger)
             .register(on: router)
 
@@ -101,6 +104,7 @@ public final class Application: Sendable {
     /// closes the pools and, for the embedded database, stops PostgreSQL.
     public func shutdown() {
         server.shutdown()
+        blockingWork.stop()
         groupCommit.shutdown(timeoutSeconds: 10)
         upkeep.stop()
         writerPool.shutdown()

@@ -1,11 +1,17 @@
+import AppStore
+import Foundation
 import WalletCore
 
 /// Decides whether a credit request's purchase is real, by the kind of
 /// evidence it carries:
-/// - `signed_transaction`: an App Store signed transaction (`appstore-jws`);
-/// - `receipt_data`: a StoreKit 1 receipt (`appstore-receipt`);
+/// - `signed_transaction`: an App Store signed transaction (`appstore-jws`),
+///   verified offline against the configured roots;
+/// - `receipt_data`: a StoreKit 1 receipt (`appstore-receipt`), checked with
+///   Apple's verifyReceipt;
 /// - neither: the calling app backend vouches (`caller`).
 /// The mode must be enabled, or the request fails with `mode_not_enabled`.
+/// With App Store evidence, the flowNO must be the verified transaction id
+/// and the quantity is the verified one.
 struct CreditVerification: Sendable {
     struct Verified: Sendable, Equatable {
         var quantity: Quantity
@@ -15,10 +21,36 @@ struct CreditVerification: Sendable {
     }
 
     let modes: Set<Configuration.CreditVerification>
+    let transactions: SignedDataVerifier
+    let policy: CreditPolicy
+    let receipts: ReceiptVerifier
+
+    init(configuration: Configuration, transactions: SignedDataVerifier) {
+        modes = configuration.creditVerification
+        self.transactions = transactions
+        policy = CreditPolicy(accountTokenNamespace: configuration.apple.accountTokenNamespace,
+                              requireAccountToken: configuration.apple.requireAccountToken)
+        let apple = configuration.apple
+        receipts = ReceiptVerifier(configuration: .init(
+            productionURL: URL(string: apple.verifyReceiptURL) ?? ReceiptVerifier.appleProductionURL,
+            sandboxURL: URL(string: apple.verifyReceiptSandboxURL) ?? ReceiptVerifier.appleSandboxURL,
+            sharedSecret: apple.sharedSecret, bundleIDs: Set(apple.bundleIDs),
+            allowSandbox: apple.environments.contains("Sandbox"),
+            timeoutSeconds: Double(apple.verifyReceiptTimeoutSeconds)))
+    }
+
+    static func mode(of body: CreditBody) -> Configuration.CreditVerification {
+        body.signedTransaction != nil ? .appStoreJWS : body.receiptData != nil ? .appStoreReceipt : .caller
+    }
+
+    /// True when verifying `body` waits on the network, so it must not run
+    /// on a server thread.
+    static func blocks(_ body: CreditBody) -> Bool {
+        mode(of: body) == .appStoreReceipt
+    }
 
     func verify(_ body: CreditBody) throws -> Verified {
-        let mode: Configuration.CreditVerification =
-            body.signedTransaction != nil ? .appStoreJWS : body.receiptData != nil ? .appStoreReceipt : .caller
+        let mode = Self.mode(of: body)
         guard modes.contains(mode) else {
             throw WalletError.verificationFailed(
                 reason: "mode_not_enabled",
@@ -27,9 +59,51 @@ struct CreditVerification: Sendable {
         switch mode {
         case .caller:
             return Verified(quantity: body.quantity ?? .one, source: .caller, environment: nil)
-        case .appStoreJWS, .appStoreReceipt:
-            throw WalletError.verificationFailed(reason: "mode_not_enabled",
-                                                 detail: "App Store verification is not available in this build")
+        case .appStoreJWS:
+            return try verifySignedTransaction(body.signedTransaction ?? "", body)
+        case .appStoreReceipt:
+            return try verifyReceipt(body.receiptData ?? "", body)
         }
+    }
+
+    private func verifySignedTransaction(_ jws: String, _ body: CreditBody) throws -> Verified {
+        let transaction: VerifiedTransaction
+        do {
+            transaction = try transactions.verifyTransaction(jws)
+        } catch {
+            throw WalletError.verificationFailed(reason: error.reason.rawValue, detail: error.detail)
+        }
+        let quantity: Int
+        do {
+            quantity = try policy.check(transaction.payload, flowNo: body.flowNo.rawValue, productID: body.productID.rawValue,
+                                        userID: body.userID.rawValue, requestedQuantity: body.quantity?.value)
+        } catch {
+            throw WalletError.verificationFailed(reason: error.reason, detail: error.detail)
+        }
+        guard let verifiedQuantity = Quantity(quantity) else {
+            throw WalletError.verificationFailed(reason: "malformed", detail: "the signed quantity is out of range")
+        }
+        return Verified(quantity: verifiedQuantity, source: .appStoreJWS, environment: transaction.payload.environment.rawValue)
+    }
+
+    private func verifyReceipt(_ receipt: String, _ body: CreditBody) throws -> Verified {
+        let purchase: ReceiptVerifier.VerifiedReceiptPurchase
+        do {
+            purchase = try receipts.verify(receiptData: receipt, transactionID: body.flowNo.rawValue,
+                                           productID: body.productID.rawValue)
+        } catch {
+            switch error {
+            case .unavailable: throw WalletError.verificationUnavailable
+            case .failed(let reason, let detail): throw WalletError.verificationFailed(reason: reason, detail: detail)
+            }
+        }
+        guard let quantity = Quantity(purchase.quantity) else {
+            throw WalletError.verificationFailed(reason: "malformed", detail: "the receipt's quantity is out of range")
+        }
+        if let requested = body.quantity, requested != quantity {
+            throw WalletError.verificationFailed(reason: "transaction_mismatch",
+                                                 detail: "the request's quantity differs from the receipt's")
+        }
+        return Verified(quantity: quantity, source: .appStoreReceipt, environment: purchase.environment)
     }
 }

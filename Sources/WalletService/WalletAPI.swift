@@ -12,6 +12,7 @@ struct WalletAPI: Sendable {
     let groupCommit: GroupCommit
     let authenticator: Authenticator
     let credits: CreditVerification
+    let blockingWork: BlockingWork
     let metrics: Metrics
     let readiness: Readiness
     let requestTimeoutSeconds: Int
@@ -36,19 +37,37 @@ struct WalletAPI: Sendable {
         do {
             let client = client(of: request)
             let body = try decodeBody(CreditBody.self, from: request)
-            let verified = try credits.verify(body)
-            let operation = LedgerStore.CreditOperation(
-                client: client.name, flowNo: body.flowNo, userID: body.userID, productID: body.productID,
-                quantity: verified.quantity, claimedAmount: body.claimedAmount, source: verified.source,
-                environment: verified.environment)
-            groupCommit.submit(.credit(operation), deadline: deadline()) { result in
-                respond(responder) {
-                    guard case .credit(let credit) = try result.get() else { preconditionFailure("credit answered as debit") }
-                    return try creditResponse(credit, productID: body.productID)
+            let deadline = deadline()
+            if CreditVerification.blocks(body) {
+                // Asking Apple takes a network round trip: not on a server thread.
+                let queued = blockingWork.submit {
+                    do {
+                        try submitCredit(body, client: client, deadline: deadline, responder: responder)
+                    } catch {
+                        responder.fail(mapped(error))
+                    }
                 }
+                if !queued { throw WalletError.overloaded }
+            } else {
+                try submitCredit(body, client: client, deadline: deadline, responder: responder)
             }
         } catch {
             responder.fail(mapped(error))
+        }
+    }
+
+    private func submitCredit(_ body: CreditBody, client: APIClient, deadline: ContinuousClock.Instant,
+                              responder: Responder) throws {
+        let verified = try credits.verify(body)
+        let operation = LedgerStore.CreditOperation(
+            client: client.name, flowNo: body.flowNo, userID: body.userID, productID: body.productID,
+            quantity: verified.quantity, claimedAmount: body.claimedAmount, source: verified.source,
+            environment: verified.environment)
+        groupCommit.submit(.credit(operation), deadline: deadline) { result in
+            respond(responder) {
+                guard case .credit(let credit) = try result.get() else { preconditionFailure("credit answered as debit") }
+                return try creditResponse(credit, productID: body.productID)
+            }
         }
     }
 
