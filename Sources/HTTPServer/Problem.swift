@@ -7,7 +7,9 @@
 /// response (`Allow`, `Retry-After`, `WWW-Authenticate`).
 public struct Problem: Error, Sendable {
     /// The default prefix of `type`: a problem's URI is this plus its code.
-    public static let defaultTypeBase = "https://wallet.dev/problems/"
+    /// A URN, so the type names the problem without promising a page to
+    /// fetch; the service's documentation lists every code.
+    public static let defaultTypeBase = "urn:problem:"
 
     public var type: String
     public var title: String

@@ -12,61 +12,55 @@ extension WalletError: ProblemConvertible {
             return Problem(
                 status: 422, code: "validation_failed", title: "Validation failed",
                 detail: errors.count == 1 ? "\(errors[0].field): \(errors[0].message)" : "invalid fields: \(fields)",
-                extra: ["errors": .array(errors.map { .object([("field", .string($0.field)), ("message", .string($0.message))]) })],
-                typeBase: typeBase)
+                extra: ["errors": .array(errors.map { .object([("field", .string($0.field)), ("message", .string($0.message))]) })])
         case .malformedJSON(let detail):
-            return Problem(status: 400, code: "malformed_json", title: "Malformed JSON", detail: detail, typeBase: typeBase)
+            return Problem(status: 400, code: "malformed_json", title: "Malformed JSON", detail: detail)
         case .idempotencyKeyRequired(let detail):
             return Problem(status: 400, code: "idempotency_key_required", title: "Idempotency key required",
-                           detail: detail, typeBase: typeBase)
+                           detail: detail)
         case .unsupportedMediaType:
             return Problem(status: 415, code: "unsupported_media_type", title: "Unsupported media type",
-                           detail: "the request body must be application/json", typeBase: typeBase)
+                           detail: "the request body must be application/json")
         case .unauthorized:
             return Problem(status: 401, code: "unauthorized", title: "Unauthorized",
                            detail: "send a valid API key as Authorization: Bearer <key>",
-                           headers: [("WWW-Authenticate", "Bearer")], typeBase: typeBase)
+                           headers: [("WWW-Authenticate", "Bearer")])
         case .forbidden(let scope):
             return Problem(status: 403, code: "forbidden", title: "Forbidden",
-                           detail: "this API key lacks the \(scope.rawValue) scope", typeBase: typeBase)
+                           detail: "this API key lacks the \(scope.rawValue) scope")
         case .notFound(let detail):
-            return Problem(status: 404, code: "not_found", title: "Not found", detail: detail, typeBase: typeBase)
+            return Problem(status: 404, code: "not_found", title: "Not found", detail: detail)
         case .insufficientFunds(let balance):
             return Problem(status: 409, code: "insufficient_funds", title: "Insufficient funds",
-                           detail: "the balance is \(balance), below the amount", extra: ["balance": JSONValue(balance)],
-                           typeBase: typeBase)
+                           detail: "the balance is \(balance), below the amount", extra: ["balance": JSONValue(balance)])
         case .flowNoConflict:
             return Problem(status: 409, code: "flow_no_conflict", title: "flowNO already credited",
-                           detail: "this flowNO is already credited to another user, product or quantity",
-                           typeBase: typeBase)
+                           detail: "this flowNO is already credited to another user, product or quantity")
         case .unknownProduct(let product):
             return Problem(status: 422, code: "unknown_product", title: "Unknown product",
-                           detail: "product \(product) is not in the catalog, or is not active", typeBase: typeBase)
+                           detail: "product \(product) is not in the catalog, or is not active")
         case .amountMismatch(let expected):
             return Problem(status: 422, code: "amount_mismatch", title: "Amount mismatch",
                            detail: "the amount comes from the catalog: \(expected) for this product and quantity",
-                           extra: ["expected_amount": JSONValue(expected)], typeBase: typeBase)
+                           extra: ["expected_amount": JSONValue(expected)])
         case .idempotencyKeyReused:
             return Problem(status: 422, code: "idempotency_key_reused", title: "Idempotency key reused",
-                           detail: "this Idempotency-Key was already used for a different request", typeBase: typeBase)
+                           detail: "this Idempotency-Key was already used for a different request")
         case .verificationFailed(let reason, let detail):
             return Problem(status: 422, code: "verification_failed", title: "Verification failed", detail: detail,
-                           extra: ["reason": .string(reason)], typeBase: typeBase)
+                           extra: ["reason": .string(reason)])
         case .verificationUnavailable:
             return Problem(status: 503, code: "verification_unavailable", title: "Verification unavailable",
                            detail: "Apple could not be reached to verify the purchase; retry later",
-                           headers: [("Retry-After", "5")], typeBase: typeBase)
+                           headers: [("Retry-After", "5")])
         case .overloaded:
             return Problem(status: 503, code: "overloaded", title: "Overloaded",
                            detail: "too many requests are waiting for the database; retry later",
-                           headers: [("Retry-After", "1")], typeBase: typeBase)
+                           headers: [("Retry-After", "1")])
         case .databaseUnavailable:
             return Problem(status: 503, code: "database_unavailable", title: "Database unavailable",
                            detail: "the database cannot be reached right now; retry later",
-                           headers: [("Retry-After", "1")], typeBase: typeBase)
+                           headers: [("Retry-After", "1")])
         }
     }
 }
-
-/// Problem `type` URIs are this plus the code; the README documents each.
-let typeBase = "urn:wallet:problem:"

@@ -33,7 +33,7 @@ struct ServerTests {
         #expect(response.header("Content-Type") == "application/problem+json")
         #expect(response.header("Content-Length") == String(response.body.count))
         let problem = try response.json()
-        #expect(problem["type"] == .string("https://wallet.dev/problems/\(code)"))
+        #expect(problem["type"] == .string("urn:problem:\(code)"))
         #expect(problem["code"] == .string(code))
         #expect(problem["status"] == JSONValue(status))
         #expect(problem["title"] != nil)
