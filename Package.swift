@@ -62,13 +62,13 @@ let package = Package(
         // suite that goes through the real server and a real PostgreSQL.
         .target(
             name: "TestSupport",
-            dependencies: ["Postgres", "HTTPServer", "Crypto", "WalletService"],
+            dependencies: ["Postgres", "HTTPServer", "Crypto", "AppStore", "WalletService"],
             path: "Tests/TestSupport"
         ),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"]),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto"]),
-        .testTarget(name: "AppStoreTests", dependencies: ["AppStore", "Crypto"], exclude: ["Vectors"]),
+        .testTarget(name: "AppStoreTests", dependencies: ["AppStore", "Crypto", "TestSupport"], exclude: ["Vectors"]),
         .testTarget(name: "WalletCoreTests", dependencies: ["WalletCore"]),
         .testTarget(
             name: "WalletServiceTests",

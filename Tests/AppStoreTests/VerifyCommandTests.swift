@@ -1,3 +1,4 @@
+import TestSupport
 import AppStore
 import Crypto
 import Foundation

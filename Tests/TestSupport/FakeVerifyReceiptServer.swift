@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -7,8 +7,8 @@ import Glibc
 /// (127.0.0.1, a port the kernel picks). A thread accepts connections one at
 /// a time, reads one HTTP/1.1 request with a Content-Length body, records
 /// it, answers with the canned reply and closes the connection.
-final class FakeVerifyReceiptServer: @unchecked Sendable {
-    enum Reply: Sendable {
+public final class FakeVerifyReceiptServer: @unchecked Sendable {
+    public enum Reply: Sendable {
         /// HTTP 200 with this JSON body.
         case json(String)
         /// Any status line and body, as given.
@@ -19,31 +19,31 @@ final class FakeVerifyReceiptServer: @unchecked Sendable {
         case silence
     }
 
-    struct Request: Sendable {
-        let method: String
-        let path: String
+    public struct Request: Sendable {
+        public let method: String
+        public let path: String
         /// Header names in lowercase.
-        let headers: [String: String]
-        let body: Data
+        public let headers: [String: String]
+        public let body: Data
 
         /// The body as a JSON object, or nil if it is not one.
-        var json: [String: Any]? {
+        public var json: [String: Any]? {
             (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
         }
     }
 
-    enum SetupError: Error {
+    public enum SetupError: Error {
         case socket(String)
     }
 
     /// How long a server may live at most, so a test that forgets to stop
     /// it cannot leave a thread behind for ever.
-    static let lifetimeSecondsMax = 60.0
-    static let requestBytesMax = 8 << 20
-    static let pollMilliseconds: Int32 = 20
+    public static let lifetimeSecondsMax = 60.0
+    public static let requestBytesMax = 8 << 20
+    public static let pollMilliseconds: Int32 = 20
 
-    let port: UInt16
-    var url: URL { URL(string: "http://127.0.0.1:\(port)/verifyReceipt")! }
+    public let port: UInt16
+    public var url: URL { URL(string: "http://127.0.0.1:\(port)/verifyReceipt")! }
 
     private let listener: Int32
     private let reply: Reply
@@ -52,7 +52,7 @@ final class FakeVerifyReceiptServer: @unchecked Sendable {
     private var stopRequested = false
     private let exited = DispatchSemaphore(value: 0)
 
-    init(reply: Reply) throws {
+    public init(reply: Reply) throws {
         self.reply = reply
         (listener, port) = try Self.bindLoopback(listen: true)
         let thread = Thread { [self] in
@@ -64,12 +64,12 @@ final class FakeVerifyReceiptServer: @unchecked Sendable {
     }
 
     /// The requests received so far.
-    var requests: [Request] {
+    public var requests: [Request] {
         lock.withLock { recorded }
     }
 
     /// Stops accepting, ends a silent reply, and waits for the thread.
-    func stop() {
+    public func stop() {
         lock.withLock { stopRequested = true }
         _ = exited.wait(timeout: .now() + 5)
     }
@@ -83,7 +83,7 @@ final class FakeVerifyReceiptServer: @unchecked Sendable {
     /// A TCP socket bound to 127.0.0.1 on a kernel-chosen port, listening or
     /// not. A socket that is bound but not listening refuses connections,
     /// and holding it keeps the port from being reused meanwhile.
-    static func bindLoopback(listen shouldListen: Bool) throws -> (descriptor: Int32, port: UInt16) {
+    public static func bindLoopback(listen shouldListen: Bool) throws -> (descriptor: Int32, port: UInt16) {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw SetupError.socket("socket: errno \(errno)") }
         var address = sockaddr_in()

@@ -1,38 +1,39 @@
-import AppStore
-import Crypto
-import Foundation
-import Testing
+public import AppStore
+public import Crypto
+public import Foundation
 
 /// An in-process stand-in for Apple's signing PKI: a root, an intermediate
 /// with Apple's WWDR marker, and a leaf with the receipt-signing marker, all
 /// strict-mode clean. It signs compact JWS tokens the way the App Store does.
-struct FakeAppStore {
-    static let leafMarkerOID = "1.2.840.113635.100.6.11.1"
-    static let intermediateMarkerOID = "1.2.840.113635.100.6.2.1"
-    static let bundleID = "com.example.coins"
-    static let appAppleID: Int64 = 1_234_567_890
+public struct FakeAppStore {
+    public static let leafMarkerOID = "1.2.840.113635.100.6.11.1"
+    public static let intermediateMarkerOID = "1.2.840.113635.100.6.2.1"
+    public static let bundleID = "com.example.coins"
+    public static let appAppleID: Int64 = 1_234_567_890
 
     /// Certificates are valid for a year from here.
-    static let start = Date(timeIntervalSince1970: 1_700_000_000)  // 2023-11-14
-    static let end = start.addingTimeInterval(365 * 86_400)
+    public static let start = Date(timeIntervalSince1970: 1_700_000_000)  // 2023-11-14
+    public static let end = start.addingTimeInterval(365 * 86_400)
     /// The `signedDate` of tokens, and the default clock is 5 s later.
-    static let signedDate = start.addingTimeInterval(30 * 86_400)
-    static var signedDateMilliseconds: Int64 { milliseconds(signedDate) }
+    public static let signedDate = start.addingTimeInterval(30 * 86_400)
+    public static var signedDateMilliseconds: Int64 { milliseconds(signedDate) }
 
-    let root: CertificateAuthority
-    let intermediate: CertificateAuthority
-    let leafKey: PrivateKey
-    let leaf: Certificate
+    public let root: CertificateAuthority
+    public let intermediate: CertificateAuthority
+    public let leafKey: PrivateKey
+    public let leaf: Certificate
 
-    struct Options {
-        var leafMarker = true
-        var intermediateMarker = true
-        var leafNotAfter = FakeAppStore.end
-        var leafIsCA = false
-        var keyIdentifiers = true
+    public struct Options {
+        public var leafMarker = true
+        public var intermediateMarker = true
+        public var leafNotAfter = FakeAppStore.end
+        public var leafIsCA = false
+        public var keyIdentifiers = true
+
+        public init() {}
     }
 
-    init(_ options: Options = Options()) throws {
+    public init(_ options: Options = Options()) throws {
         root = try CertificateAuthority.root(Self.profile("Fake Root CA", serial: 1, keyIdentifiers: options.keyIdentifiers))
         var intermediateProfile = Self.profile("Fake WWDR CA", serial: 2, keyIdentifiers: options.keyIdentifiers)
         if options.intermediateMarker {
@@ -52,19 +53,19 @@ struct FakeAppStore {
         }
     }
 
-    static func profile(_ name: String, serial: UInt64, keyIdentifiers: Bool = true) -> CertificateProfile {
+    public static func profile(_ name: String, serial: UInt64, keyIdentifiers: Bool = true) -> CertificateProfile {
         CertificateProfile(
             commonName: name, organization: "Example Fruit Inc.", serialNumber: serial,
             notBefore: start, notAfter: end, includesKeyIdentifiers: keyIdentifiers
         )
     }
 
-    static func milliseconds(_ date: Date) -> Int64 {
+    public static func milliseconds(_ date: Date) -> Int64 {
         Int64((date.timeIntervalSince1970 * 1000).rounded())
     }
 
     /// A configuration that trusts this fake root, with the clock 5 s after `signedDate`.
-    func configuration(
+    public func configuration(
         bundleIDs: Set<String> = [FakeAppStore.bundleID],
         environments: Set<Environment> = [.sandbox, .production],
         appAppleID: Int64? = FakeAppStore.appAppleID,
@@ -76,7 +77,7 @@ struct FakeAppStore {
         )
     }
 
-    func verifier(
+    public func verifier(
         bundleIDs: Set<String> = [FakeAppStore.bundleID],
         environments: Set<Environment> = [.sandbox, .production],
         appAppleID: Int64? = FakeAppStore.appAppleID,
@@ -87,11 +88,11 @@ struct FakeAppStore {
         ))
     }
 
-    var defaultChain: [Certificate] { [leaf, intermediate.certificate, root.certificate] }
+    public var defaultChain: [Certificate] { [leaf, intermediate.certificate, root.certificate] }
 
     /// Signs `payload` as a compact JWS. Every part can be overridden to
     /// make a bad token.
-    func sign(
+    public func sign(
         _ payload: [String: Any],
         alg: String = "ES256",
         chain: [Certificate]? = nil,
@@ -103,20 +104,20 @@ struct FakeAppStore {
         return sign(headerJSON: Self.json(header), payloadJSON: Self.json(payload), signer: signer)
     }
 
-    func sign(headerJSON: [UInt8], payloadJSON: [UInt8], signer: ((String) -> [UInt8])? = nil) -> String {
+    public func sign(headerJSON: [UInt8], payloadJSON: [UInt8], signer: ((String) -> [UInt8])? = nil) -> String {
         let signingInput = Base64URL.encode(headerJSON) + "." + Base64URL.encode(payloadJSON)
         let signature = signer?(signingInput) ?? leafKey.signES256(Array(signingInput.utf8))
         return signingInput + "." + Base64URL.encode(signature)
     }
 
-    static func json(_ object: Any) -> [UInt8] {
+    public static func json(_ object: Any) -> [UInt8] {
         // Sorted keys keep tokens stable across runs apart from the signature.
         Array(try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
     }
 
     // MARK: - Payloads
 
-    static func transaction(
+    public static func transaction(
         transactionID: String = "2000000000000001",
         bundleID: String = FakeAppStore.bundleID,
         environment: String = "Sandbox",
@@ -143,7 +144,7 @@ struct FakeAppStore {
         ]
     }
 
-    static func renewalInfo(environment: String = "Sandbox") -> [String: Any] {
+    public static func renewalInfo(environment: String = "Sandbox") -> [String: Any] {
         [
             "originalTransactionId": "2000000000000001",
             "autoRenewProductId": "pass.monthly",
@@ -157,7 +158,7 @@ struct FakeAppStore {
     }
 
     /// A notification whose `data` carries the given nested tokens.
-    static func notification(
+    public static func notification(
         type: String = "ONE_TIME_CHARGE",
         bundleID: String = FakeAppStore.bundleID,
         environment: String = "Sandbox",
@@ -179,16 +180,3 @@ struct FakeAppStore {
     }
 }
 
-/// Runs `body` and returns the verification error it throws, or nil if it
-/// succeeds. Any other error is recorded as a test failure.
-func verificationError<T>(_ body: () throws -> T) -> VerificationError? {
-    do {
-        _ = try body()
-        return nil
-    } catch let error as VerificationError {
-        return error
-    } catch {
-        Issue.record("unexpected error type: \(error)")
-        return nil
-    }
-}
