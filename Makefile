@@ -28,3 +28,10 @@ build: deps
 test: deps
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	$(SWIFT) test --skip-build
+
+# The service on 127.0.0.1:8080 with the embedded development database.
+# Ctrl-C (or SIGTERM to `wallet serve`) stops it and its PostgreSQL.
+.PHONY: run
+run: deps
+	$(SWIFT) build -c release --product wallet $(SWIFT_FLAGS)
+	exec .build/release/wallet serve
