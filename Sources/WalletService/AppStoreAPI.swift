@@ -35,16 +35,7 @@ struct AppStoreAPI: Sendable {
     }
 
     func postNotification(_ request: Request) throws -> Response {
-        let type = request.headers["content-type"]?.split(separator: ";").first?
-            .trimmingCharacters(in: .whitespaces).lowercased()
-        guard type == "application/json" else { throw WalletError.unsupportedMediaType }
-        guard !request.body.isEmpty else { throw WalletError.malformedJSON(detail: "the request body is empty") }
-        let json: JSONValue
-        do {
-            json = try JSONParser.parse(request.body)
-        } catch {
-            throw WalletError.malformedJSON(detail: error.detail)
-        }
+        let json = try JSONBody.parse(request)
         guard case .string(let signedPayload)? = json["signedPayload"], !signedPayload.isEmpty else {
             throw WalletError.validationFailed([FieldError(field: "signedPayload", message: "is required: Apple's signed notification")])
         }

@@ -95,8 +95,7 @@ struct WalletAPI: Sendable {
     func postDebit(_ request: Request, _ responder: Responder) {
         do {
             let client = client(of: request)
-            try requireJSONContentType(request)
-            let json = try parseJSON(request)
+            let json = try JSONBody.parse(request)
             let key = try idempotencyKey(request)
             let body = try decodeValue(DebitBody.self, from: json)
             let operation = LedgerStore.DebitOperation(
@@ -212,20 +211,6 @@ struct WalletAPI: Sendable {
         return client
     }
 
-    private func requireJSONContentType(_ request: Request) throws {
-        let type = request.headers["content-type"]?.split(separator: ";").first?
-            .trimmingCharacters(in: .whitespaces).lowercased()
-        guard type == "application/json" else { throw WalletError.unsupportedMediaType }
-    }
-
-    private func parseJSON(_ request: Request) throws -> JSONValue {
-        guard !request.body.isEmpty else { throw WalletError.malformedJSON(detail: "the request body is empty") }
-        do {
-            return try JSONParser.parse(request.body)
-        } catch {
-            throw WalletError.malformedJSON(detail: error.detail)
-        }
-    }
 
     private func idempotencyKey(_ request: Request) throws -> IdempotencyKey {
         guard let text = request.headers["idempotency-key"] else {
@@ -238,8 +223,7 @@ struct WalletAPI: Sendable {
     }
 
     private func decodeBody<T: Decodable>(_ type: T.Type, from request: Request) throws -> T {
-        try requireJSONContentType(request)
-        return try decodeValue(type, from: try parseJSON(request))
+        try decodeValue(type, from: try JSONBody.parse(request))
     }
 
     private func decodeValue<T: Decodable>(_ type: T.Type, from json: JSONValue) throws -> T {

@@ -1,7 +1,7 @@
-import TestSupport
 import AppStore
 import Crypto
 import Foundation
+import TestSupport
 import Testing
 
 /// Real App Store tokens (and a few known-bad ones) from

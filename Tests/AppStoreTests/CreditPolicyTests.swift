@@ -1,6 +1,6 @@
-import TestSupport
 import AppStore
 import Foundation
+import TestSupport
 import Testing
 
 @Suite struct CreditPolicyTests {

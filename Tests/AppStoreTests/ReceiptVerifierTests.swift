@@ -1,6 +1,6 @@
-import TestSupport
 import AppStore
 import Foundation
+import TestSupport
 import Testing
 #if canImport(Glibc)
 import Glibc

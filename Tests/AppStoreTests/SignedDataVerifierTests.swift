@@ -1,7 +1,7 @@
-import TestSupport
 import AppStore
 import Crypto
 import Foundation
+import TestSupport
 import Testing
 
 @Suite struct AcceptanceTests {

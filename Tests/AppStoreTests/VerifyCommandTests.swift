@@ -1,7 +1,7 @@
-import TestSupport
 import AppStore
 import Crypto
 import Foundation
+import TestSupport
 import Testing
 
 /// A scratch directory removed when the value goes away.
