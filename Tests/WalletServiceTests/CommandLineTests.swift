@@ -168,6 +168,41 @@ struct CommandLineTests {
         #expect(keys.status == 0, "\(keys.error)")
         #expect(keys.output.contains("app-backend"))
         #expect(postgresProcesses(for: dataDirectory) == 0)
+
+        // A second start finds keys and prints none.
+        let again = try ServerProcess(binary: Self.walletBinary,
+                                      environment: environment(["WALLET_DATA_DIR": dataDirectory,
+                                                                "WALLET_LISTEN": "127.0.0.1:0"]))
+        defer { again.kill() }
+        let secondPort = try again.waitForPort(seconds: 90)
+        #expect(try waitForReady(port: secondPort, seconds: 60))
+        // While it runs, a command uses its socket and leaves it running.
+        let check = try wallet(["check"], ["WALLET_DATA_DIR": dataDirectory])
+        #expect(check.status == 0, "\(check.error)")
+        #expect(try waitForReady(port: secondPort, seconds: 5))
+        Thread.sleep(forTimeInterval: 1)
+        #expect(!again.output.contains("Development API keys"))
+        again.signal(SIGTERM)
+        #expect(again.waitForExit(seconds: 60) == 0)
+        #expect(postgresProcesses(for: dataDirectory) == 0)
+    }
+
+    @Test func appStoreVerifyDecodesARealTokenAndRefusesAForgery() throws {
+        let vectors = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("AppStoreTests/Vectors")
+        func token(_ name: String) throws -> String {
+            let object = try JSONSerialization.jsonObject(with: Data(contentsOf: vectors.appendingPathComponent(name + ".json")))
+            return ((object as? [String: Any])?["jws"] as? String) ?? ""
+        }
+        let valid = try wallet(["appstore", "verify", "--bundle-id", "com.cynet.xingqi", "--environment", "Sandbox",
+                                "--app-apple-id", "1659344089"],
+                               stdin: try token("real-notification-refund-1"))
+        #expect(valid.status == 0, "\(valid.error)")
+        #expect(valid.output.contains("\"notificationType\" : \"REFUND\"") || valid.output.contains("\"notificationType\":\"REFUND\""))
+        #expect(valid.output.contains("2000000849195831"))
+        let forged = try wallet(["appstore", "verify", "--bundle-id", "com.example"], stdin: try token("fake-wrong-root-2"))
+        #expect(forged.status == 1)
+        #expect(forged.error.contains("untrusted_root"))
     }
 
     private func postgresProcesses(for dataDirectory: String) -> Int {

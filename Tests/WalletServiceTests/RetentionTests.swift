@@ -1,0 +1,39 @@
+import Foundation
+import Postgres
+import Testing
+import TestSupport
+import WalletService
+
+/// Idempotency records are kept for WALLET_IDEMPOTENCY_RETENTION_HOURS, then
+/// purged by the service in the background.
+@Suite(.timeLimit(.minutes(2)))
+struct RetentionTests {
+    @Test func expiredKeysArePurgedAndTheirKeysFreeAgain() throws {
+        let database = try TestDatabase.make()
+        let connection = try Connection(options: database)
+        try connection.query("SELECT * FROM wallet.grant_coins('ann', 100, 'coin', 'setup', 'tests')")
+        // Two outcomes stored two hours ago, and one just now.
+        try connection.query("""
+            SELECT * FROM wallet.debit_many('{game-server,game-server,game-server}', '{old-1,old-2,fresh}',
+                '{"\\\\x01","\\\\x02","\\\\x03"}', '{ann,ann,ann}', '{coin,coin,coin}', '{1,1,1}',
+                '{NULL,NULL,NULL}', '{NULL,NULL,NULL}', '{r1,r2,r3}')
+            """)
+        try connection.execute("UPDATE wallet.idempotency_keys SET created_at = now() - interval '2 hours' WHERE key LIKE 'old-%'")
+
+        let service = try TestService(database: database) { $0.idempotencyRetentionHours = 1 }
+        defer { service.stop() }
+        let deadline = Date(timeIntervalSinceNow: 30)
+        var remaining = -1
+        repeat {
+            remaining = try service.count("SELECT count(*) FROM wallet.idempotency_keys")
+            if remaining != 1 { Thread.sleep(forTimeInterval: 0.2) }
+        } while remaining != 1 && Date() < deadline
+        #expect(remaining == 1)
+        #expect(try service.count("SELECT count(*) FROM wallet.idempotency_keys WHERE key = 'fresh'") == 1)
+        // The ledger keeps its entries; the purged key may now be used again.
+        #expect(try service.count("SELECT count(*) FROM wallet.entries WHERE kind = 'debit'") == 3)
+        #expect(try service.debit(userID: "ann", amount: 5, idempotencyKey: "old-1").status == 201)
+        #expect(try service.debit(userID: "ann", amount: 5, idempotencyKey: "fresh").status == 422)
+        #expect(try service.violations() == [])
+    }
+}
