@@ -1,0 +1,203 @@
+import Foundation
+import Logging
+import Postgres
+import Synchronization
+import Testing
+import TestSupport
+@testable import WalletCore
+@testable import WalletService
+
+/// Group commit applies many operations in one transaction; each must get
+/// exactly the outcome it would get alone.
+@Suite(.timeLimit(.minutes(3)))
+struct GroupCommitTests {
+    typealias Credit = LedgerStore.CreditOperation
+    typealias Debit = LedgerStore.DebitOperation
+
+    func credit(_ flowNo: String, _ user: String, _ product: String = "guodong600", quantity: Int = 1) -> Credit {
+        Credit(client: "app", flowNo: FlowNumber(flowNo)!, userID: UserID(user)!, productID: ProductID(product)!,
+               quantity: Quantity(quantity)!, claimedAmount: nil, source: .caller, environment: nil)
+    }
+
+    func debit(_ key: String, _ user: String, _ amount: Int64, hash: UInt8 = 1) -> Debit {
+        Debit(client: "game", key: IdempotencyKey(key)!, requestHash: [hash], userID: UserID(user)!,
+              currency: .coin, amount: Amount(amount)!, reason: nil, metadata: nil, requestID: "r-\(key)")
+    }
+
+    /// What the operations give in one batch, and what they give one by one
+    /// on a second, identical database.
+    func batchedAndAlone(credits: [Credit], debits: [Debit])
+        throws -> (batched: [String], alone: [String]) {
+        func run(_ batched: Bool) throws -> [String] {
+            let connection = try Connection(options: try TestDatabase.make())
+            try connection.query("SELECT * FROM wallet.grant_coins('u2', 50, 'coin', 'setup', 'tests')")
+            var outcomes: [String] = []
+            if batched {
+                try connection.execute("BEGIN")
+                outcomes += try LedgerStore.credit(credits, on: connection).map { "\($0.outcome.rawValue) \(strip($0.body))" }
+                outcomes += try LedgerStore.debit(debits, on: connection)
+                    .map { "\($0.outcome.rawValue) \($0.replayed) \(strip($0.body))" }
+                try connection.execute("COMMIT")
+            } else {
+                for credit in credits {
+                    outcomes += try LedgerStore.credit([credit], on: connection).map { "\($0.outcome.rawValue) \(strip($0.body))" }
+                }
+                for debit in debits {
+                    outcomes += try LedgerStore.debit([debit], on: connection)
+                        .map { "\($0.outcome.rawValue) \($0.replayed) \(strip($0.body))" }
+                }
+            }
+            let violations = try LedgerStore.checkInvariants(on: connection)
+            #expect(violations == [])
+            return outcomes
+        }
+        return (try run(true), try run(false))
+    }
+
+    /// Drops timestamps, which differ between the two databases.
+    func strip(_ body: String) -> String {
+        body.replacingOccurrences(of: #""created_at": "[^"]*""#, with: "", options: .regularExpression)
+    }
+
+    @Test func duplicatesInsideOneBatchGetTheOneAtATimeOutcomes() throws {
+        let credits = [
+            credit("f-1", "u1"),
+            credit("f-1", "u1"),                        // replay inside the batch
+            credit("f-1", "u9"),                        // the same flowNO for another user
+            credit("f-2", "u1", "guodong5000", quantity: 2),
+            credit("f-2", "u1", "guodong5000", quantity: 3),  // another quantity
+            credit("f-3", "u1", "not-a-product"),
+        ]
+        let debits = [
+            debit("k-1", "u1", 100),
+            debit("k-1", "u1", 100),                    // replay inside the batch
+            debit("k-1", "u1", 100, hash: 2),           // the same key, another request
+            debit("k-2", "u2", 60),                     // more than u2 has
+            debit("k-2", "u2", 60),                     // its sticky refusal, replayed
+            debit("k-3", "u2", 50),
+            debit("k-4", "u2", 1),                      // now empty
+        ]
+        let (batched, alone) = try batchedAndAlone(credits: credits, debits: debits)
+        #expect(batched == alone)
+        #expect(batched.map { $0.split(separator: " ").first.map(String.init) ?? "" } == [
+            "credited", "replayed", "flow_no_conflict", "credited", "flow_no_conflict", "unknown_product",
+            "debited", "debited", "idempotency_key_reused", "insufficient_funds", "insufficient_funds", "debited",
+            "insufficient_funds",
+        ])
+    }
+
+    @Test func writersMeetingOnAUniqueIndexResolveIt() throws {
+        // Users that land on different writers of four.
+        let writerCount = 4
+        var users: [String] = []
+        var writersTaken = Set<UInt64>()
+        var candidate = 0
+        while users.count < writerCount {
+            let user = "w\(candidate)"
+            if writersTaken.insert(GroupCommit.stableHash(user) % UInt64(writerCount)).inserted { users.append(user) }
+            candidate += 1
+        }
+        let spread = users
+        let service = try TestService { $0.writers = writerCount; $0.batchOperationsMax = 64 }
+        defer { service.stop() }
+        let connection = try Connection(options: service.database)
+        for user in spread {
+            try connection.query("SELECT * FROM wallet.grant_coins(\(user), 100000, 'coin', 'setup', 'tests')")
+        }
+        // Each flowNO and each key is sent for every user at once, so every
+        // writer races every other on the same unique entries.
+        let credits = Mutex<[String: [Int]]>([:])
+        let debits = Mutex<[String: [Int]]>([:])
+        let finished = runOnThreads(48, timeoutSeconds: 150) { index in
+            let user = spread[index % spread.count]
+            for round in 0..<12 {
+                let flowNo = "race-\(round)-\(index / spread.count)"
+                let status = (try? service.credit(userID: user, flowNo: flowNo).status) ?? -1
+                credits.withLock { $0[flowNo, default: []].append(status) }
+                let key = "race-key-\(round)-\(index / spread.count)"
+                let debit = (try? service.debit(userID: user, amount: 1, idempotencyKey: key).status) ?? -1
+                debits.withLock { $0[key, default: []].append(debit) }
+            }
+        }
+        #expect(finished)
+        for (flowNo, statuses) in credits.withLock({ $0 }) {
+            #expect(statuses.filter { $0 == 201 }.count == 1, "\(flowNo): \(statuses)")
+            #expect(statuses.allSatisfy { $0 == 201 || $0 == 409 }, "\(flowNo): \(statuses)")
+        }
+        for (key, statuses) in debits.withLock({ $0 }) {
+            #expect(statuses.filter { $0 == 201 }.count == 1, "\(key): \(statuses)")
+            #expect(statuses.allSatisfy { $0 == 201 || $0 == 422 }, "\(key): \(statuses)")
+        }
+        let creditCount = credits.withLock { $0.count }
+        let debitCount = debits.withLock { $0.count }
+        #expect(try service.count("SELECT count(*) FROM wallet.entries WHERE kind = 'credit'") == creditCount)
+        #expect(try service.count("SELECT count(*) FROM wallet.entries WHERE kind = 'debit'") == debitCount)
+        #expect(try service.violations() == [])
+        let metrics = try service.request("GET", "/metrics").text
+        print("unique-index races: " + metrics.split(separator: "\n").filter { $0.hasPrefix("wallet_db_errors_total") }
+            .joined(separator: ", "))
+    }
+
+    @Test func aBatchThatFailsAsAWholeIsRetriedOneAtATime() throws {
+        let database = try TestDatabase.make()
+        let connection = try Connection(options: database)
+        // A wallet so full that one more credit overflows BIGINT: its batch
+        // fails as a whole. (Entries may be inserted directly; the ledger
+        // only refuses changes.)
+        try connection.execute("INSERT INTO wallet.wallets (user_id, currency, balance) VALUES ('full', 'coin', 9223372036854775000)")
+        try connection.execute("""
+            INSERT INTO wallet.entries (user_id, currency, amount, balance_after, kind, reference, client)
+            VALUES ('full', 'coin', 9223372036854775000, 9223372036854775000, 'grant', 'setup', 'tests')
+            """)
+        try connection.query("SELECT * FROM wallet.grant_coins('held', 10, 'coin', 'setup', 'tests')")
+
+        var configuration = ConnectionPool.Configuration(connection: database)
+        configuration.maximumConnections = 1
+        let pool = ConnectionPool(configuration: configuration, logger: Logger(label: "test", sink: .discard))
+        let metrics = Metrics()
+        let writer = GroupCommit(writerCount: 1, batchOperationsMax: 256, pool: pool, metrics: metrics,
+                                 logger: Logger(label: "test", sink: .discard))
+        defer { writer.shutdown(timeoutSeconds: 10); pool.shutdown() }
+
+        // Hold the writer on a first batch, so the rest queue up behind it.
+        let blocker = try Connection(options: database)
+        try blocker.execute("BEGIN")
+        try blocker.execute("SELECT 1 FROM wallet.wallets WHERE user_id = 'held' FOR UPDATE")
+        let results = Mutex<[String: Result<GroupCommit.Outcome, any Error>]>([:])
+        let deadline = ContinuousClock.now + .seconds(60)
+        func submit(_ name: String, _ operation: GroupCommit.Operation) {
+            writer.submit(operation, deadline: deadline) { result in results.withLock { $0[name] = result } }
+        }
+        submit("held", .debit(debit("held-1", "held", 1)))
+        Thread.sleep(forTimeInterval: 0.3)
+        submit("overflow", .credit(credit("boom", "full", "guodong5000")))
+        for index in 0..<20 {
+            submit("good-\(index)", .credit(credit("good-\(index)", "user-\(index)")))
+        }
+        Thread.sleep(forTimeInterval: 0.2)
+        try blocker.execute("COMMIT")
+
+        let waitUntil = Date(timeIntervalSinceNow: 30)
+        while results.withLock({ $0.count }) < 22 && Date() < waitUntil { Thread.sleep(forTimeInterval: 0.05) }
+        let outcomes = results.withLock { $0 }
+        #expect(outcomes.count == 22)
+        // The bad one fails alone; every other one is applied.
+        if case .failure(let error as PostgresError)? = outcomes["overflow"] {
+            #expect(error.sqlState == SQLState("22003"))
+        } else {
+            Issue.record("the overflowing credit did not fail: \(String(describing: outcomes["overflow"]))")
+        }
+        for index in 0..<20 {
+            guard case .success(.credit(let result))? = outcomes["good-\(index)"] else {
+                Issue.record("good-\(index): \(String(describing: outcomes["good-\(index)"]))")
+                continue
+            }
+            #expect(result.outcome == .credited)
+        }
+        // The overflow failed twice: once with its whole batch, once alone.
+        let rendered = metrics.render(pool: nil, writerQueueDepth: 0)
+        #expect(rendered.contains(#"wallet_db_errors_total{kind="sqlstate_22003"} 2"#))
+        #expect(try connection.query("SELECT count(*) FROM wallet.credits")[0].decode(Int.self, at: 0) == 20)
+        #expect(try LedgerStore.checkInvariants(on: connection) == [])
+    }
+}
