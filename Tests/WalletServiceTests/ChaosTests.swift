@@ -165,7 +165,8 @@ enum ChaosRun {
         let result = try runProcess([CommandLineTests.walletBinary] + arguments,
                                     environment: walletEnvironment(["WALLET_DATABASE_URL": databaseURL]))
         guard result.status == 0 else {
-            throw CommandFailed(description: "wallet \(arguments.joined(separator: " ")) exited \(result.status): \(result.error)")
+            let command = arguments.joined(separator: " ")
+            throw CommandFailed(description: "wallet \(command) exited \(result.status): \(result.error)")
         }
         let lines = result.output.split(separator: "\n").filter { !$0.isEmpty }
         return (result.output, String(lines.last ?? ""))
@@ -878,7 +879,8 @@ struct ChaosReport: Sendable {
             let recoveryName = name.hasPrefix("SIGKILL") ? "restart to ready" : "pg_ctl"
             let unseen = group.count - windows.count
             if group.count == 1, let only = group.first {
-                let window = only.windowMilliseconds.map { "\($0) ms" } ?? (only.firstFailure == nil ? "unnoticed" : "not recovered")
+                let window = only.windowMilliseconds.map { "\($0) ms" }
+                    ?? (only.firstFailure == nil ? "unnoticed" : "not recovered")
                 return "\(name) \(window) (\(only.failedAttempts) failed attempts, \(only.inFlight) in flight, "
                     + "\(recoveryName) \(recoveries.first ?? 0) ms)"
             }
