@@ -807,16 +807,16 @@ def targets(bench):
 
 def main():
     def on_terminate(signum, frame):
-        raise Interrupted(f"signal {signum}")
+        raise Interrupted(signal.Signals(signum).name)
 
-    signal.signal(signal.SIGTERM, on_terminate)
-    signal.signal(signal.SIGHUP, on_terminate)
+    # SIGINT too: a shell that starts the runner in the background leaves
+    # SIGINT ignored, and Python then never raises KeyboardInterrupt.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, on_terminate)
     bench = Bench()
     failed = None
     try:
         bench.main()
-    except KeyboardInterrupt:
-        failed = "interrupted"
     except Interrupted as error:
         failed = f"interrupted by {error}"
     except BenchError as error:
