@@ -91,7 +91,8 @@ class Scenario:
     sql: str
     # pgbench -D variables for the reference SQL.
     pgbench_variables: dict
-    # Table names and service rows that count the scenario's committed work.
+    # The wallet.* table where each of the service's operations leaves one
+    # row under its reference, to count what was committed.
     counted_table: str = ""
 
 
@@ -330,6 +331,9 @@ class Bench:
         self.as_root = os.geteuid() == 0
         self.temp_dir = None
         self.pg_port = None
+        self.postmaster_pid = None
+        self.pg_version = ""
+        self.pg_settings = ""
         self.service = None
         self.service_log = None
         self.service_port = None
@@ -341,6 +345,7 @@ class Bench:
         self.check_output = ""
         self.check_status = None
         self.service_settings = {}
+        self.service_status = None
 
     # Every external program runs with a time limit and its own session, so a
     # Ctrl-C reaches only this runner, which then stops things in order.
@@ -756,7 +761,9 @@ def report(bench):
         lines.append("Rows the service committed under each run's references: " + "; ".join(committed) + ".")
         lines.append("")
     rss = f"{bench.rss_peak_kb / 1024:.1f} MB" if bench.rss_peak_kb else "unknown"
-    lines.append(f"Peak RSS of the service (VmHWM): {rss}.")
+    lines.append(f"Peak RSS of the service (VmHWM): {rss}."
+                 + ("" if bench.service_status == 0 else
+                    f" It exited {bench.service_status} on SIGTERM; see bench/results/last-run/service.log."))
     lines.append("")
     check = bench.check_output.splitlines()
     lines.append(f"`wallet check` afterwards: exit {bench.check_status}"
