@@ -6,10 +6,13 @@ SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 # Debian packages the build, the tests and the embedded database use.
 APT_PACKAGES := pkg-config libpq-dev libmicrohttpd-dev libssl-dev \
 	postgresql-15 postgresql-client-15 python3-yaml python3-venv
+# The benchmark's load generator.
+BENCH_APT_PACKAGES := wrk
 
-.PHONY: deps build test
-deps:
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
+# Installs the Debian packages named in $(1) that are missing: with apt-get
+# when root, otherwise it prints the command to run.
+define install_packages
+	@missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then \
 			echo "installing: $$missing"; \
@@ -21,21 +24,37 @@ deps:
 			exit 1; \
 		fi; \
 	fi
+endef
+
+.PHONY: deps build test run chaos bench
+deps:
+	$(call install_packages,$(APT_PACKAGES))
 
 build: deps
 	$(SWIFT) build $(SWIFT_FLAGS)
 
-# Every suite (a throwaway PostgreSQL is started by the tests), then the API
-# fuzzer against the built service, then the compose file's syntax.
+# Every suite (a throwaway PostgreSQL is started by the tests; the chaos
+# test runs in its bounded form), then the API fuzzer against the built
+# service, then the compose file's syntax.
 test: deps
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	$(SWIFT) test --skip-build
 	Scripts/api-fuzz.sh .build/debug/wallet
-	/usr/bin/python3 -c 'import yaml, sys; c = yaml.safe_load(open("docker-compose.yml")); assert {"postgres", "wallet"} <= set(c["services"]), "compose services"; print("docker-compose.yml: valid YAML with services", sorted(c["services"]))'
+	/usr/bin/python3 -c 'import yaml; c = yaml.safe_load(open("docker-compose.yml")); assert {"postgres", "wallet"} <= set(c["services"]), "compose services"; print("docker-compose.yml: valid YAML with services", sorted(c["services"]))'
 
 # The service on 127.0.0.1:8080 with the embedded development database.
 # Ctrl-C (or SIGTERM to `wallet serve`) stops it and its PostgreSQL.
-.PHONY: run
 run: deps
 	$(SWIFT) build -c release --product wallet $(SWIFT_FLAGS)
 	exec .build/release/wallet serve
+
+# The chaos test for longer: kills and restarts for WALLET_CHAOS_SECONDS (300).
+chaos: deps
+	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
+	WALLET_CHAOS_SECONDS=$${WALLET_CHAOS_SECONDS:-300} $(SWIFT) test --skip-build --filter ChaosTests
+
+# Load benchmark against a fresh PostgreSQL (see bench/README.md). Not part
+# of `make test`: it takes a few minutes and wants the machine to itself.
+bench: deps
+	$(call install_packages,$(BENCH_APT_PACKAGES))
+	SWIFT=$(SWIFT) bench/run.sh

@@ -1,0 +1,849 @@
+#!/usr/bin/env python3
+"""Load benchmark of the wallet service against its PostgreSQL reference.
+
+Run from the repository root:  make bench   (or bench/run.sh)
+
+Starts a fresh PostgreSQL 15 cluster with default settings, builds and starts
+the release service, seeds wallets, then for each scenario runs wrk against
+the service and pgbench with the minimal one-transaction SQL for the same
+operation, on the same cluster. Prints a Markdown table and writes it to
+bench/results/latest.md; raw outputs and logs go to bench/results/last-run/.
+See bench/README.md for the method and how to read the table.
+
+Settings (environment):
+  BENCH_SECONDS          length of each measured run (10)
+  BENCH_CONNECTIONS      wrk connections (64)
+  BENCH_WRK_THREADS      wrk threads (2)
+  BENCH_PGBENCH_CLIENTS  pgbench client counts to try, best one wins (8,32)
+  BENCH_WARMUP_SECONDS   unmeasured load before the first scenario (3)
+  BENCH_SCENARIOS        subset to run, e.g. debit-spread,read-spread (all)
+  BENCH_KEEP             1 keeps the temporary cluster directory
+  BENCH_PG_BIN           PostgreSQL binaries (/usr/lib/postgresql/15/bin)
+  SWIFT                  the swift driver (swift)
+  WALLET_*               passed to the service (e.g. WALLET_WRITERS)
+
+Uses the Python 3 standard library only.
+"""
+
+import os
+import pwd
+import re
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_DIR = BENCH_DIR.parent
+RESULTS_DIR = BENCH_DIR / "results"
+RAW_DIR = RESULTS_DIR / "last-run"
+
+WALLETS = 2000
+HOT_WALLET = "hot"
+PGBENCH_HOT_WALLET = "pg-hot"
+# Enough that no run can spend a wallet down: a debit takes 1 coin.
+SEED_COINS_SPREAD = 1_000_000_000
+SEED_COINS_HOT = 100_000_000_000
+
+CLOCK_TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
+
+
+def env_int(name, default, low, high):
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high:
+        sys.exit(f"{name} must be an integer from {low} to {high}, got {text!r}")
+    return value
+
+
+def env_int_list(name, default, low, high):
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    values = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit() or not low <= int(part) <= high:
+            sys.exit(f"{name} must be a comma-separated list of integers from {low} to {high}, got {text!r}")
+        values.append(int(part))
+    return values
+
+
+@dataclass
+class Scenario:
+    name: str
+    title: str
+    lua: str
+    sql: str
+    # pgbench -D variables for the reference SQL.
+    pgbench_variables: dict
+    # The wallet.* table where each of the service's operations leaves one
+    # row under its reference, to count what was committed.
+    counted_table: str = ""
+
+
+SCENARIOS = [
+    Scenario("debit-spread", "debit, 2,000 wallets", "debit_spread.lua", "debit_spread.sql",
+             {"wallets": str(WALLETS)}, "idempotency_keys"),
+    Scenario("debit-hot", "debit, one hot wallet", "debit_hot.lua", "debit_hot.sql",
+             {"hot": PGBENCH_HOT_WALLET}, "idempotency_keys"),
+    Scenario("credit-spread", "credit, 2,000 wallets", "credit_spread.lua", "credit_spread.sql",
+             {"wallets": str(WALLETS)}, "credits"),
+    Scenario("read-spread", "GET /v1/wallets/{id}", "read_spread.lua", "read_spread.sql",
+             {"wallets": str(WALLETS)}),
+]
+
+
+@dataclass
+class CPU:
+    """Cores used on average over one measured run, by who used them."""
+    wallet: float = 0.0
+    postgres: float = 0.0
+    load: float = 0.0
+    other: float = 0.0
+
+
+@dataclass
+class Measurement:
+    ops: float = 0.0
+    p50_ms: float = 0.0
+    p99_ms: float = 0.0
+    requests: int = 0
+    failures: int = 0          # non-2xx for wrk, failed transactions for pgbench
+    socket_errors: int = 0
+    aborted: bool = False
+    cpu: CPU = field(default_factory=CPU)
+    note: str = ""
+
+
+@dataclass
+class ScenarioResult:
+    scenario: Scenario
+    service: Measurement = None
+    pgbench: dict = field(default_factory=dict)  # clients -> Measurement
+    batch_mean: float = 0.0
+    committed: int = -1
+
+    @property
+    def best_pgbench(self):
+        usable = [(m.ops, clients) for clients, m in self.pgbench.items() if not m.aborted]
+        if not usable:
+            return None, None
+        ops, clients = max(usable)
+        return clients, self.pgbench[clients]
+
+    @property
+    def ratio(self):
+        _, best = self.best_pgbench
+        if best is None or best.ops <= 0 or self.service is None:
+            return None
+        return self.service.ops / best.ops
+
+
+class BenchError(Exception):
+    pass
+
+
+class Interrupted(Exception):
+    pass
+
+
+def log(message):
+    print(f"bench: {message}", file=sys.stderr, flush=True)
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+# MARK: CPU accounting from /proc
+
+
+def process_ticks(pid, with_children=False):
+    """utime + stime of a process (all threads); with its reaped children too."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    fields = text[text.rindex(")") + 2:].split()
+    # fields[0] is field 3 (state): utime is field 14, cutime 16.
+    ticks = int(fields[11]) + int(fields[12])
+    if with_children:
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks
+
+
+def children_of(parent_pid):
+    pids = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{entry.name}/stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2:].split()
+        if int(fields[1]) == parent_pid:
+            pids.append(int(entry.name))
+    return pids
+
+
+def machine_busy_ticks():
+    with open("/proc/stat") as stat:
+        parts = stat.readline().split()
+    user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in parts[1:9])
+    return user + nice + system + irq + softirq + steal
+
+
+class CPUMeter:
+    """Samples CPU time of the service, of PostgreSQL (the postmaster, its
+    live backends and the ones it reaped), of our load generator (reaped
+    children of this process) and of the whole machine."""
+
+    def __init__(self, wallet_pid, postmaster_pid):
+        self.wallet_pid = wallet_pid
+        self.postmaster_pid = postmaster_pid
+
+    def sample(self):
+        postgres = process_ticks(self.postmaster_pid, with_children=True)
+        postgres += sum(process_ticks(pid) for pid in children_of(self.postmaster_pid))
+        load = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return {
+            "time": time.monotonic(),
+            "wallet": process_ticks(self.wallet_pid) if self.wallet_pid else 0,
+            "postgres": postgres,
+            "load": (load.ru_utime + load.ru_stime) * CLOCK_TICKS_PER_SECOND,
+            "machine": machine_busy_ticks(),
+        }
+
+    @staticmethod
+    def between(before, after):
+        seconds = max(after["time"] - before["time"], 1e-6)
+
+        def cores(key):
+            return (after[key] - before[key]) / CLOCK_TICKS_PER_SECOND / seconds
+
+        cpu = CPU(wallet=cores("wallet"), postgres=cores("postgres"), load=cores("load"))
+        cpu.other = max(0.0, cores("machine") - cpu.wallet - cpu.postgres - cpu.load)
+        return cpu
+
+
+# MARK: output parsing
+
+WRK_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0, "h": 3_600_000.0}
+
+
+def parse_wrk(text):
+    measurement = Measurement()
+    match = re.search(r"^Requests/sec:\s+([\d.]+)", text, re.M)
+    if not match:
+        raise BenchError("wrk printed no Requests/sec line")
+    measurement.ops = float(match.group(1))
+    for percent, attribute in (("50", "p50_ms"), ("99", "p99_ms")):
+        match = re.search(rf"^\s+{percent}%\s+([\d.]+)(us|ms|s|m|h)\s*$", text, re.M)
+        if not match:
+            raise BenchError(f"wrk printed no {percent}% latency line (was --latency given?)")
+        setattr(measurement, attribute, float(match.group(1)) * WRK_UNITS_MS[match.group(2)])
+    match = re.search(r"^bench-result (.*)$", text, re.M)
+    if not match:
+        raise BenchError("the scenario script printed no bench-result line")
+    values = dict(pair.split("=", 1) for pair in match.group(1).split())
+    measurement.requests = int(values["requests"])
+    measurement.failures = int(values["non2xx"])
+    measurement.socket_errors = sum(int(values[k]) for k in ("connect", "read", "write", "timeout"))
+    return measurement
+
+
+def parse_pgbench(text, log_prefix):
+    measurement = Measurement()
+    match = re.search(r"^tps = ([\d.]+) \(without initial connection time\)", text, re.M)
+    if not match:
+        raise BenchError("pgbench printed no tps line")
+    measurement.ops = float(match.group(1))
+    match = re.search(r"^number of transactions actually processed: (\d+)", text, re.M)
+    measurement.requests = int(match.group(1)) if match else 0
+    match = re.search(r"^number of failed transactions: (\d+)", text, re.M)
+    measurement.failures = int(match.group(1)) if match else 0
+    measurement.aborted = "Run was aborted" in text
+    # Per-transaction log lines: client_id transaction_no latency_us script_no epoch us
+    latencies = []
+    for path in sorted(log_prefix.parent.glob(log_prefix.name + ".*")):
+        with open(path) as lines:
+            for line in lines:
+                parts = line.split(maxsplit=3)
+                if len(parts) >= 3 and parts[2].isdigit():
+                    latencies.append(int(parts[2]))
+        path.unlink()
+    if latencies:
+        latencies.sort()
+        measurement.p50_ms = latencies[(len(latencies) - 1) * 50 // 100] / 1000.0
+        measurement.p99_ms = latencies[(len(latencies) - 1) * 99 // 100] / 1000.0
+    return measurement
+
+
+def parse_batch_histogram(text):
+    """operation -> (sum, count) of wallet_batch_operations."""
+    totals = {}
+    for match in re.finditer(r'^wallet_batch_operations_(sum|count)\{operation="(\w+)"\} ([\d.e+]+)$', text, re.M):
+        kind, operation, value = match.groups()
+        entry = totals.setdefault(operation, [0.0, 0.0])
+        entry[0 if kind == "sum" else 1] = float(value)
+    return totals
+
+
+# MARK: the run
+
+
+class Bench:
+    def __init__(self):
+        self.seconds = env_int("BENCH_SECONDS", 10, 1, 3600)
+        self.connections = env_int("BENCH_CONNECTIONS", 64, 1, 10_000)
+        self.wrk_threads = env_int("BENCH_WRK_THREADS", 2, 1, 64)
+        self.pgbench_clients = env_int_list("BENCH_PGBENCH_CLIENTS", [8, 32], 1, 500)
+        self.warmup_seconds = env_int("BENCH_WARMUP_SECONDS", 3, 0, 600)
+        self.keep = os.environ.get("BENCH_KEEP", "") == "1"
+        self.pg_bin = Path(os.environ.get("BENCH_PG_BIN", "/usr/lib/postgresql/15/bin"))
+        self.swift = os.environ.get("SWIFT", "swift")
+        wanted = [s.strip() for s in os.environ.get("BENCH_SCENARIOS", "").split(",") if s.strip()]
+        known = {s.name for s in SCENARIOS}
+        for name in wanted:
+            if name not in known:
+                sys.exit(f"BENCH_SCENARIOS: unknown scenario {name}; known: {', '.join(sorted(known))}")
+        self.scenarios = [s for s in SCENARIOS if not wanted or s.name in wanted]
+
+        self.run_tag = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        self.as_root = os.geteuid() == 0
+        self.temp_dir = None
+        self.pg_port = None
+        self.postmaster_pid = None
+        self.pg_version = ""
+        self.pg_settings = ""
+        self.service = None
+        self.service_log = None
+        self.service_port = None
+        self.wallet_binary = None
+        self.load_process = None
+        self.keys = {}
+        self.results = []
+        self.rss_peak_kb = None
+        self.check_output = ""
+        self.check_status = None
+        self.service_settings = {}
+        self.service_status = None
+
+    # Every external program runs with a time limit and its own session, so a
+    # Ctrl-C reaches only this runner, which then stops things in order.
+
+    def run(self, arguments, timeout_seconds, as_postgres=False, env=None, cwd=None, check=True):
+        if as_postgres and self.as_root:
+            arguments = ["runuser", "-u", "postgres", "--"] + arguments
+        try:
+            completed = subprocess.run(arguments, capture_output=True, text=True, timeout=timeout_seconds,
+                                       env=env, cwd=cwd, start_new_session=True)
+        except subprocess.TimeoutExpired as error:
+            raise BenchError(f"{arguments[0]} did not finish within {timeout_seconds} s: {' '.join(arguments)}") from error
+        if check and completed.returncode != 0:
+            raise BenchError(f"{' '.join(arguments)} exited {completed.returncode}:\n"
+                             f"{completed.stdout[-2000:]}{completed.stderr[-2000:]}")
+        return completed
+
+    def psql(self, sql, timeout_seconds=300, database="wallet"):
+        return self.run([str(self.pg_bin / "psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
+                         "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", "postgres", "-d", database,
+                         "-c", sql], timeout_seconds).stdout.strip()
+
+    @property
+    def conninfo(self):
+        return f"host=127.0.0.1 port={self.pg_port} user=postgres dbname=wallet"
+
+    def check_tools(self):
+        for tool in ("wrk",):
+            if shutil.which(tool) is None:
+                raise BenchError(f"{tool} is not installed (make bench installs it as root: apt-get install {tool})")
+        for tool in ("initdb", "pg_ctl", "pgbench", "psql"):
+            if not (self.pg_bin / tool).exists():
+                raise BenchError(f"{self.pg_bin / tool} is missing; set BENCH_PG_BIN")
+        if self.as_root:
+            try:
+                pwd.getpwnam("postgres")
+            except KeyError as error:
+                raise BenchError("running as root needs the postgres system user to run PostgreSQL") from error
+
+    def build(self):
+        log("building the release service (swift build -c release --product wallet)")
+        self.run([self.swift, "build", "-c", "release", "--product", "wallet"], 1800, cwd=REPO_DIR)
+        bin_path = self.run([self.swift, "build", "-c", "release", "--show-bin-path"], 300, cwd=REPO_DIR).stdout.strip()
+        self.wallet_binary = Path(bin_path) / "wallet"
+        if not self.wallet_binary.exists():
+            raise BenchError(f"no binary at {self.wallet_binary}")
+
+    def start_postgres(self):
+        # Under /tmp so the postgres user can reach it whatever the checkout's path.
+        self.temp_dir = Path(tempfile.mkdtemp(prefix="wallet-bench-", dir="/tmp"))
+        os.chmod(self.temp_dir, 0o755)
+        data = self.temp_dir / "data"
+        sockets = self.temp_dir / "socket"
+        sockets.mkdir()
+        if self.as_root:
+            # PostgreSQL runs as postgres: it owns the data, the socket
+            # directory and the directory its log goes to.
+            postgres_user = pwd.getpwnam("postgres")
+            data.mkdir(mode=0o700)
+            for path in (self.temp_dir, sockets, data):
+                os.chown(path, postgres_user.pw_uid, postgres_user.pw_gid)
+        log(f"initdb in {data}")
+        self.run([str(self.pg_bin / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
+                  "--encoding=UTF8", "--no-instructions"], 300, as_postgres=True)
+        self.pg_port = free_port()
+        # Only where to listen; everything else stays at PostgreSQL's defaults
+        # (fsync on, synchronous_commit on, shared_buffers 128MB, ...).
+        config = (f"\n# wallet bench: where to listen; all else default\n"
+                  f"listen_addresses = '127.0.0.1'\nport = {self.pg_port}\n"
+                  f"unix_socket_directories = '{sockets}'\n")
+        conf_path = data / "postgresql.conf"
+        with open(conf_path, "a") as conf:
+            conf.write(config)
+        log(f"starting PostgreSQL on 127.0.0.1:{self.pg_port}")
+        self.run([str(self.pg_bin / "pg_ctl"), "-D", str(data), "-l", str(self.temp_dir / "postgres.log"),
+                  "-w", "-t", "60", "start"], 90, as_postgres=True)
+        self.psql("CREATE DATABASE wallet", database="postgres")
+        self.postmaster_pid = int((data / "postmaster.pid").read_text().split("\n", 1)[0])
+        self.pg_version = self.psql("SHOW server_version")
+        self.pg_settings = self.psql(
+            "SELECT string_agg(name || '=' || setting, ' ' ORDER BY name) FROM pg_settings "
+            "WHERE name IN ('fsync', 'synchronous_commit', 'shared_buffers', 'max_connections', 'wal_level')")
+
+    def start_service(self):
+        self.service_port = free_port()
+        env = dict(os.environ)
+        env.update({
+            "WALLET_DATABASE_URL": self.conninfo,
+            "WALLET_CREDIT_VERIFICATION": "caller",
+            "WALLET_LISTEN": f"127.0.0.1:{self.service_port}",
+        })
+        env.setdefault("WALLET_LOG_LEVEL", "warning")
+        self.service_settings = {name: env.get(name, default) for name, default in (
+            ("WALLET_WRITERS", "4"), ("WALLET_BATCH_MAX", "256"), ("WALLET_DB_POOL_SIZE", "8"),
+            ("WALLET_HTTP_THREADS", "8"))}
+        self.service_log = self.temp_dir / "service.log"
+        log(f"starting the service on 127.0.0.1:{self.service_port}")
+        with open(self.service_log, "w") as output:
+            self.service = subprocess.Popen([str(self.wallet_binary), "serve"], stdout=output,
+                                            stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while "listening on http://" not in self.service_log.read_text(errors="replace"):
+            if self.service.poll() is not None:
+                raise BenchError(f"the service exited {self.service.returncode} at start:\n{self.tail(self.service_log)}")
+            if time.monotonic() > deadline:
+                raise BenchError(f"the service did not start within 60 s:\n{self.tail(self.service_log)}")
+            time.sleep(0.1)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.service_port}/readyz", timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise BenchError("the service was not ready within 30 s")
+            time.sleep(0.2)
+
+    def wallet_command(self, arguments, timeout_seconds, check=True):
+        env = dict(os.environ)
+        env["WALLET_DATABASE_URL"] = self.conninfo
+        env.setdefault("WALLET_LOG_LEVEL", "warning")
+        return self.run([str(self.wallet_binary)] + arguments, timeout_seconds, env=env, check=check)
+
+    def make_keys_and_seed(self):
+        for name, scopes in (("bench-credit", "credit,read"), ("bench-debit", "debit,read")):
+            output = self.wallet_command(["keys", "create", "--name", name, "--scopes", scopes], 60).stdout
+            self.keys[name] = output.strip().splitlines()[-1].strip()
+        log(f"seeding {WALLETS} wallets and a hot wallet, for the service and for pgbench")
+        # One grant per wallet, through the admin function, so the seed is an
+        # ordinary ledger entry that `wallet check` accounts for.
+        self.psql(f"""
+            CREATE SCHEMA bench;
+            CREATE SEQUENCE bench.reference_seq;
+            SELECT count(*) FROM generate_series(0, {WALLETS - 1}) AS g,
+                LATERAL wallet.grant_coins('u' || g, {SEED_COINS_SPREAD}, 'coin', 'bench', 'bench');
+            SELECT count(*) FROM generate_series(0, {WALLETS - 1}) AS g,
+                LATERAL wallet.grant_coins('pg-u' || g, {SEED_COINS_SPREAD}, 'coin', 'bench', 'bench');
+            SELECT * FROM wallet.grant_coins('{HOT_WALLET}', {SEED_COINS_HOT}, 'coin', 'bench', 'bench');
+            SELECT * FROM wallet.grant_coins('{PGBENCH_HOT_WALLET}', {SEED_COINS_HOT}, 'coin', 'bench', 'bench');
+            """)
+        # Statistics for the seeded tables only. Analyzing the still-empty
+        # idempotency_keys and credits would record them as empty, and the
+        # generic plans the service's functions cache would then scan them
+        # sequentially on every operation until autovacuum analyzes again.
+        self.psql("ANALYZE wallet.wallets, wallet.entries")
+
+    def metrics(self):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.service_port}/metrics", timeout=5) as answer:
+                return answer.read().decode()
+        except (urllib.error.URLError, OSError):
+            return ""
+
+    def run_load(self, arguments, env, timeout_seconds, output_path):
+        """Runs wrk or pgbench, tracked so cleanup can stop it; returns its output."""
+        with open(output_path, "w") as output:
+            self.load_process = subprocess.Popen(arguments, stdout=output, stderr=subprocess.STDOUT, env=env,
+                                                 cwd=REPO_DIR, start_new_session=True)
+            try:
+                status = self.load_process.wait(timeout=timeout_seconds)
+            except subprocess.TimeoutExpired as error:
+                raise BenchError(f"{arguments[0]} did not finish within {timeout_seconds} s") from error
+            finally:
+                if self.load_process.poll() is None:
+                    self.load_process.kill()
+                    self.load_process.wait(timeout=10)
+                self.load_process = None
+        text = Path(output_path).read_text(errors="replace")
+        if status != 0:
+            raise BenchError(f"{' '.join(arguments)} exited {status}:\n{text[-3000:]}")
+        return text
+
+    def wrk(self, scenario, seconds, tag, meter):
+        env = dict(os.environ)
+        env.update({
+            "BENCH_CREDIT_KEY": self.keys["bench-credit"],
+            "BENCH_DEBIT_KEY": self.keys["bench-debit"],
+            "BENCH_RUN_TAG": tag,
+            "BENCH_WALLETS": str(WALLETS),
+            "BENCH_HOT_WALLET": HOT_WALLET,
+        })
+        arguments = ["wrk", f"-t{self.wrk_threads}", f"-c{self.connections}", f"-d{seconds}s", "--latency",
+                     "-s", str(BENCH_DIR / scenario.lua), f"http://127.0.0.1:{self.service_port}"]
+        before = meter.sample()
+        text = self.run_load(arguments, env, seconds + 60, RAW_DIR / f"wrk-{tag}.txt")
+        after = meter.sample()
+        measurement = parse_wrk(text)
+        measurement.cpu = CPUMeter.between(before, after)
+        return measurement
+
+    def pgbench(self, scenario, clients, meter):
+        log_prefix = self.temp_dir / f"pgbench-{scenario.name}-{clients}"
+        arguments = [str(self.pg_bin / "pgbench"), "-M", "prepared", "-n", "-T", str(self.seconds),
+                     "-c", str(clients), "-j", str(min(2, clients)), "-h", "127.0.0.1", "-p", str(self.pg_port),
+                     "-U", "postgres", "-l", f"--log-prefix={log_prefix}", "-f", str(BENCH_DIR / "sql" / scenario.sql)]
+        for name, value in scenario.pgbench_variables.items():
+            arguments += ["-D", f"{name}={value}"]
+        arguments.append("wallet")
+        before = meter.sample()
+        text = self.run_load(arguments, None, self.seconds + 120,
+                             RAW_DIR / f"pgbench-{scenario.name}-c{clients}.txt")
+        after = meter.sample()
+        measurement = parse_pgbench(text, log_prefix)
+        measurement.cpu = CPUMeter.between(before, after)
+        return measurement
+
+    def committed_rows(self, scenario, tag):
+        """Rows the service committed under this run's references."""
+        if not scenario.counted_table:
+            return -1
+        column = "key" if scenario.counted_table == "idempotency_keys" else "flow_no"
+        return int(self.psql(f"SELECT count(*) FROM wallet.{scenario.counted_table} "
+                             f"WHERE {column} LIKE '{tag}-%'"))
+
+    def measure(self):
+        meter = CPUMeter(self.service.pid, self.postmaster_pid)
+        if self.warmup_seconds > 0:
+            log(f"warming up for {self.warmup_seconds} s (not measured)")
+            warmup = next((s for s in self.scenarios if s.name == "debit-spread"), self.scenarios[0])
+            self.wrk(warmup, self.warmup_seconds, f"warmup-{self.run_tag}", meter)
+        for scenario in self.scenarios:
+            result = ScenarioResult(scenario)
+            tag = f"{scenario.name}-{self.run_tag}"
+            self.psql("CHECKPOINT")
+            batches_before = parse_batch_histogram(self.metrics())
+            log(f"{scenario.name}: wrk -t{self.wrk_threads} -c{self.connections} -d{self.seconds}s")
+            result.service = self.wrk(scenario, self.seconds, tag, meter)
+            batches_after = parse_batch_histogram(self.metrics())
+            total_sum = total_count = 0.0
+            for operation, (after_sum, after_count) in batches_after.items():
+                before_sum, before_count = batches_before.get(operation, (0.0, 0.0))
+                total_sum += after_sum - before_sum
+                total_count += after_count - before_count
+            result.batch_mean = total_sum / total_count if total_count else 0.0
+            result.committed = self.committed_rows(scenario, tag)
+            for clients in self.pgbench_clients:
+                self.psql("CHECKPOINT")
+                log(f"{scenario.name}: pgbench -M prepared -c {clients} -T {self.seconds}")
+                result.pgbench[clients] = self.pgbench(scenario, clients, meter)
+            self.results.append(result)
+            self.print_progress(result)
+
+    def print_progress(self, result):
+        service = result.service
+        clients, best = result.best_pgbench
+        line = (f"{result.scenario.name}: service {service.ops:,.0f}/s p50 {service.p50_ms:.2f} ms "
+                f"p99 {service.p99_ms:.2f} ms non-2xx {service.failures}")
+        if best is not None:
+            line += f"; pgbench {best.ops:,.0f}/s at {clients} clients; ratio {result.ratio:.2f}x"
+        log(line)
+
+    def read_peak_rss(self):
+        try:
+            status = Path(f"/proc/{self.service.pid}/status").read_text()
+        except OSError:
+            return
+        match = re.search(r"^VmHWM:\s+(\d+) kB", status, re.M)
+        if match:
+            self.rss_peak_kb = int(match.group(1))
+
+    def stop_service(self):
+        if self.service is None:
+            return
+        if self.service.poll() is None:
+            self.service.send_signal(signal.SIGTERM)
+            try:
+                self.service.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                log("the service did not stop within 30 s of SIGTERM; killing it")
+                self.service.kill()
+                self.service.wait(timeout=10)
+        self.service_status = self.service.returncode
+        self.service = None
+
+    def check_ledger(self):
+        log("wallet check")
+        completed = self.wallet_command(["check"], 900, check=False)
+        self.check_status = completed.returncode
+        self.check_output = (completed.stdout + completed.stderr).strip()
+
+    def stop_postgres(self):
+        if self.temp_dir is None or not (self.temp_dir / "data" / "postmaster.pid").exists():
+            return
+        data = str(self.temp_dir / "data")
+        try:
+            self.run([str(self.pg_bin / "pg_ctl"), "-D", data, "-m", "fast", "-w", "-t", "60", "stop"], 90,
+                     as_postgres=True)
+        except BenchError as error:
+            log(f"fast stop failed ({error}); stopping immediately")
+            self.run([str(self.pg_bin / "pg_ctl"), "-D", data, "-m", "immediate", "-w", "-t", "30", "stop"], 60,
+                     as_postgres=True, check=False)
+
+    def cleanup(self):
+        if self.load_process is not None and self.load_process.poll() is None:
+            self.load_process.kill()
+            self.load_process.wait(timeout=10)
+        try:
+            self.stop_service()
+        except Exception as error:  # keep cleaning up
+            log(f"stopping the service: {error}")
+        try:
+            self.stop_postgres()
+        except Exception as error:
+            log(f"stopping PostgreSQL: {error}")
+        if self.temp_dir is not None:
+            for name in ("service.log", "postgres.log"):
+                if (self.temp_dir / name).exists():
+                    shutil.copy(self.temp_dir / name, RAW_DIR / name)
+            if self.keep:
+                log(f"kept {self.temp_dir}")
+            else:
+                shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    @staticmethod
+    def tail(path, lines=30):
+        try:
+            return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def main(self):
+        self.check_tools()
+        if RAW_DIR.exists():
+            shutil.rmtree(RAW_DIR)
+        RAW_DIR.mkdir(parents=True)
+        self.build()
+        self.start_postgres()
+        self.start_service()
+        self.make_keys_and_seed()
+        self.measure()
+        self.read_peak_rss()
+        self.stop_service()
+        self.check_ledger()
+
+
+# MARK: the report
+
+
+def number(value, digits=0):
+    return f"{value:,.{digits}f}"
+
+
+def milliseconds(value):
+    return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def report(bench):
+    lines = []
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    clients = " and ".join(str(c) for c in bench.pgbench_clients)
+    lines.append(f"## wallet benchmark, {when}")
+    lines.append("")
+    lines.append(f"- Service: `wrk -t{bench.wrk_threads} -c{bench.connections} -d{bench.seconds}s --latency`, "
+                 f"release build, " + ", ".join(f"{k}={v}" for k, v in bench.service_settings.items()) + ".")
+    lines.append(f"- Reference: `pgbench -M prepared -n -T {bench.seconds} -j 2` over TCP on loopback, "
+                 f"the better of {clients} clients, with the one-transaction SQL in `bench/sql/`.")
+    lines.append(f"- PostgreSQL {bench.pg_version}, default settings ({bench.pg_settings}); "
+                 f"{os.cpu_count()} cores shared by PostgreSQL, the service and the load generator.")
+    lines.append("")
+    lines.append("| scenario | ops/s | p50 ms | p99 ms | non-2xx | pgbench ops/s | pgbench p50 / p99 ms "
+                 "| service ÷ pgbench | mean batch |")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for result in bench.results:
+        service = result.service
+        best_clients, best = result.best_pgbench
+        failures = f"{service.failures}" + (f" (+{service.socket_errors} socket errors)" if service.socket_errors else "")
+        if best is None:
+            reference = latency = ratio = "n/a"
+        else:
+            reference = f"{number(best.ops)} (c={best_clients})"
+            latency = f"{milliseconds(best.p50_ms)} / {milliseconds(best.p99_ms)}"
+            ratio = f"{result.ratio:.2f}×"
+        batch = f"{result.batch_mean:.1f}" if result.batch_mean else "–"
+        lines.append(f"| {result.scenario.title} | {number(service.ops)} | {milliseconds(service.p50_ms)} | "
+                     f"{milliseconds(service.p99_ms)} | {failures} | {reference} | {latency} | {ratio} | {batch} |")
+    lines.append("")
+    lines.append("pgbench at each client count (ops/s, failed transactions):")
+    lines.append("")
+    lines.append("| scenario | " + " | ".join(f"c={c}" for c in bench.pgbench_clients) + " |")
+    lines.append("|---|" + "---:|" * len(bench.pgbench_clients))
+    for result in bench.results:
+        cells = []
+        for c in bench.pgbench_clients:
+            m = result.pgbench.get(c)
+            if m is None:
+                cells.append("n/a")
+            else:
+                cells.append(f"{number(m.ops)}" + (f", {m.failures} failed" if m.failures else "")
+                             + (" (aborted)" if m.aborted else ""))
+        lines.append(f"| {result.scenario.title} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("CPU in use during each run, in cores (of "
+                 f"{os.cpu_count()}): the service, PostgreSQL, the load generator, anything else on the machine:")
+    lines.append("")
+    lines.append("| run | wallet | postgres | wrk / pgbench | other |")
+    lines.append("|---|---:|---:|---:|---:|")
+    for result in bench.results:
+        runs = [("service", result.service)]
+        best_clients, best = result.best_pgbench
+        if best is not None:
+            runs.append((f"pgbench c={best_clients}", best))
+        for label, m in runs:
+            cpu = m.cpu
+            lines.append(f"| {result.scenario.title}, {label} | {cpu.wallet:.2f} | {cpu.postgres:.2f} | "
+                         f"{cpu.load:.2f} | {cpu.other:.2f} |")
+    lines.append("")
+    committed = [f"{r.scenario.name} {number(r.committed)} committed for "
+                 f"{number(r.service.requests - r.service.failures)} 2xx answers"
+                 for r in bench.results if r.committed >= 0]
+    if committed:
+        lines.append("Rows the service committed under each run's references: " + "; ".join(committed) + ".")
+        lines.append("")
+    rss = f"{bench.rss_peak_kb / 1024:.1f} MB" if bench.rss_peak_kb else "unknown"
+    lines.append(f"Peak RSS of the service (VmHWM): {rss}."
+                 + ("" if bench.service_status == 0 else
+                    f" It exited {bench.service_status} on SIGTERM; see bench/results/last-run/service.log."))
+    lines.append("")
+    check = bench.check_output.splitlines()
+    lines.append(f"`wallet check` afterwards: exit {bench.check_status}"
+                 + (f", `{check[-1]}`" if len(check) == 1 else ""))
+    if len(check) > 1:
+        lines.append("")
+        lines.append("```")
+        lines.extend(check[:50])
+        lines.append("```")
+    lines.append("")
+    lines.extend(targets(bench))
+    return "\n".join(lines) + "\n"
+
+
+def targets(bench):
+    by_name = {r.scenario.name: r for r in bench.results}
+    rows = []
+
+    def ratio_row(name, label, needed):
+        result = by_name.get(name)
+        if result is None or result.ratio is None:
+            rows.append((label, "not measured", "–"))
+        else:
+            rows.append((label, f"{result.ratio:.2f}×", "yes" if result.ratio >= needed else "no"))
+
+    ratio_row("debit-spread", "debit spread ≥ 2.5× pgbench", 2.5)
+    ratio_row("debit-hot", "hot wallet ≥ 4× pgbench hot", 4.0)
+    if bench.results:
+        worst = max(bench.results, key=lambda r: r.service.p99_ms)
+        rows.append(("p99 ≤ 25 ms in every scenario", f"worst {milliseconds(worst.service.p99_ms)} ms "
+                     f"({worst.scenario.name})", "yes" if worst.service.p99_ms <= 25 else "no"))
+    if bench.rss_peak_kb:
+        megabytes = bench.rss_peak_kb / 1024
+        rows.append(("peak RSS ≤ 150 MB", f"{megabytes:.1f} MB", "yes" if megabytes <= 150 else "no"))
+    bad = sum(r.service.failures + r.service.socket_errors for r in bench.results)
+    rows.append(("zero non-2xx (and no socket errors)", str(bad), "yes" if bad == 0 else "no"))
+    reads = by_name.get("read-spread")
+    if reads is not None:
+        rows.append(("balance reads ≥ 20k/s", f"{number(reads.service.ops)}/s",
+                     "yes" if reads.service.ops >= 20_000 else "no"))
+    standard = bench.seconds == 10 and bench.connections == 64
+    lines = ["Targets" + ("" if standard else f" (set for c=64 and 10 s; this run used c={bench.connections}, "
+                                               f"{bench.seconds} s)") + ":", "",
+             "| target | measured | met |", "|---|---:|---|"]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    return lines
+
+
+def main():
+    def on_terminate(signum, frame):
+        raise Interrupted(signal.Signals(signum).name)
+
+    # SIGINT too: a shell that starts the runner in the background leaves
+    # SIGINT ignored, and Python then never raises KeyboardInterrupt.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, on_terminate)
+    bench = Bench()
+    failed = None
+    try:
+        bench.main()
+    except Interrupted as error:
+        failed = f"interrupted by {error}"
+    except BenchError as error:
+        failed = str(error)
+    finally:
+        # A second Ctrl-C must not cut the cleanup short.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        bench.cleanup()
+    if failed:
+        log(f"failed: {failed}")
+        if bench.service_log and (RAW_DIR / "service.log").exists():
+            log(f"service log: {RAW_DIR / 'service.log'}")
+        return 1
+    table = report(bench)
+    (RESULTS_DIR / "latest.md").write_text(table)
+    print(table, end="")
+    log(f"wrote {RESULTS_DIR / 'latest.md'}; raw output in {RAW_DIR}")
+    return 0 if bench.check_status == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
