@@ -51,19 +51,53 @@ $$;
 -- amount_mismatch (the caller claimed an amount other than catalog ×
 -- quantity), revoked (Apple refunded this flowNO before it was credited).
 -- The flowNO is looked up before the catalog, so a retry still replays after
--- its product was repriced or deactivated.
+-- its product was repriced or deactivated. A replay answers with the credit
+-- and the balance as they are now.
 CREATE FUNCTION wallet.credit_many(
     p_clients TEXT[], p_flow_nos TEXT[], p_user_ids TEXT[], p_product_ids TEXT[],
     p_quantities INTEGER[], p_claimed_amounts BIGINT[], p_sources TEXT[], p_environments TEXT[])
 RETURNS TABLE (ord INTEGER, outcome TEXT, body JSONB)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET enable_seqscan = off
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
 DECLARE
-    v_count   INTEGER := coalesce(array_length(p_flow_nos, 1), 0);
-    v_credit  wallet.credits;
-    v_product wallet.products;
-    v_amount  BIGINT;
-    v_balance BIGINT;
-    v_entry   BIGINT;
+    v_count      INTEGER := coalesce(array_length(p_flow_nos, 1), 0);
+    v_created_at TEXT := wallet.rfc3339(now());
+    -- Per operation, read in one query: the credit already committed for its
+    -- flowNO, its product, whether Apple revoked the flowNO, and the first
+    -- operation of the batch with the same flowNO.
+    op_credit    wallet.credits[];
+    op_product   wallet.products[];
+    op_revoked   BOOLEAN[];
+    op_first     INTEGER[];
+    -- Per operation: the currency of the wallet it touches (if any), and
+    -- that wallet's number among the locked ones.
+    op_currency  TEXT[] := array_fill(NULL::TEXT, ARRAY[v_count]);
+    op_creates   BOOLEAN[] := array_fill(FALSE, ARRAY[v_count]);
+    op_wallet    INTEGER[];
+    -- The locked wallets, numbered in key order.
+    w_users      TEXT[];
+    w_currencies TEXT[];
+    w_balances   BIGINT[];
+    w_changed    BOOLEAN[];
+    -- Per operation, the results.
+    o_outcome    TEXT[] := array_fill(NULL::TEXT, ARRAY[v_count]);
+    o_body       JSONB[] := array_fill(NULL::JSONB, ARRAY[v_count]);
+    o_amount     BIGINT[] := array_fill(NULL::BIGINT, ARRAY[v_count]);
+    o_new        BOOLEAN[] := array_fill(FALSE, ARRAY[v_count]);
+    o_entry      BIGINT[] := array_fill(NULL::BIGINT, ARRAY[v_count]);
+    o_after      BIGINT[] := array_fill(NULL::BIGINT, ARRAY[v_count]);
+    o_credit     JSONB[] := array_fill(NULL::JSONB, ARRAY[v_count]);
+    -- By first operation of a flowNO: the operation that credited it here.
+    g_credited   INTEGER[] := array_fill(NULL::INTEGER, ARRAY[v_count]);
+    v_credit     wallet.credits;
+    v_product    wallet.products;
+    v_earlier    INTEGER;
+    v_wallet     INTEGER;
+    v_new_count  INTEGER := 0;
+    v_written    INTEGER;
 BEGIN
     IF array_length(p_clients, 1) IS DISTINCT FROM array_length(p_flow_nos, 1)
        OR array_length(p_user_ids, 1) IS DISTINCT FROM array_length(p_flow_nos, 1)
@@ -74,102 +108,159 @@ BEGIN
        OR array_length(p_environments, 1) IS DISTINCT FROM array_length(p_flow_nos, 1) THEN
         RAISE EXCEPTION 'credit_many: argument arrays differ in length' USING ERRCODE = 'WL003';
     END IF;
-
-    -- Lock the batch's existing wallets up front, in key order.
-    PERFORM 1 FROM wallet.wallets w
-    WHERE (w.user_id, w.currency) IN (
-        SELECT x.user_id, p.currency
-        FROM unnest(p_user_ids, p_product_ids) AS x(user_id, product_id)
-        JOIN wallet.products p ON p.product_id = x.product_id)
-    ORDER BY w.user_id, w.currency
-    FOR UPDATE;
-
-    FOR i IN 1 .. v_count LOOP
-        ord := i;
-        SELECT * INTO v_credit FROM wallet.credits c WHERE c.flow_no = p_flow_nos[i];
-        IF FOUND THEN
-            SELECT e.outcome, e.body INTO outcome, body
-            FROM wallet.credit_existing(v_credit, p_user_ids[i], p_product_ids[i], p_quantities[i]) e;
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-
-        IF EXISTS (SELECT 1 FROM wallet.revoked_flow_nos r WHERE r.flow_no = p_flow_nos[i]) THEN
-            outcome := 'revoked';
-            body := jsonb_build_object('code', 'revoked');
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-
-        SELECT * INTO v_product FROM wallet.products p WHERE p.product_id = p_product_ids[i] AND p.active;
-        IF NOT FOUND THEN
-            outcome := 'unknown_product';
-            body := jsonb_build_object('code', 'unknown_product');
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-        v_amount := v_product.amount * p_quantities[i];
-        IF p_claimed_amounts[i] IS NOT NULL AND p_claimed_amounts[i] <> v_amount THEN
-            outcome := 'amount_mismatch';
-            body := jsonb_build_object('code', 'amount_mismatch', 'expected_amount', v_amount);
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-
-        -- Create the wallet without races, then hold its lock; the entry id
-        -- is drawn under that lock so ids follow the wallet's order.
-        INSERT INTO wallet.wallets (user_id, currency) VALUES (p_user_ids[i], v_product.currency)
-        ON CONFLICT DO NOTHING;
-        SELECT w.balance INTO v_balance FROM wallet.wallets w
-        WHERE w.user_id = p_user_ids[i] AND w.currency = v_product.currency
-        FOR UPDATE;
-        v_entry := nextval('wallet.entries_id_seq');
-
-        -- The unique flowNO decides a race with another transaction: this
-        -- insert waits for it, and then does nothing if it committed.
-        INSERT INTO wallet.credits AS c (flow_no, user_id, product_id, quantity, currency, amount,
-                                         source, environment, client, entry_id)
-        VALUES (p_flow_nos[i], p_user_ids[i], v_product.product_id, p_quantities[i], v_product.currency,
-                v_amount, p_sources[i], p_environments[i], p_clients[i], v_entry)
-        ON CONFLICT (flow_no) DO NOTHING
-        RETURNING c.* INTO v_credit;
-        IF NOT FOUND THEN
-            SELECT * INTO v_credit FROM wallet.credits c WHERE c.flow_no = p_flow_nos[i];
-            SELECT e.outcome, e.body INTO outcome, body
-            FROM wallet.credit_existing(v_credit, p_user_ids[i], p_product_ids[i], p_quantities[i]) e;
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-
-        v_balance := v_balance + v_amount;
-        UPDATE wallet.wallets w SET balance = v_balance, updated_at = now()
-        WHERE w.user_id = p_user_ids[i] AND w.currency = v_product.currency;
-        INSERT INTO wallet.entries (id, user_id, currency, amount, balance_after, kind, reference, client)
-        VALUES (v_entry, p_user_ids[i], v_product.currency, v_amount, v_balance, 'credit', p_flow_nos[i], p_clients[i]);
-
-        outcome := 'credited';
-        body := jsonb_build_object('credit', wallet.credit_json(v_credit),
-                                   'balance', wallet.balance_json(p_user_ids[i], v_product.currency, v_balance));
-        RETURN NEXT;
-    END LOOP;
-END;
-$$;
-
--- The answer for an idempotency key that already has an outcome.
-CREATE FUNCTION wallet.debit_existing(k wallet.idempotency_keys, p_hash BYTEA,
-                                      OUT outcome TEXT, OUT replayed BOOLEAN, OUT body JSONB, OUT request_id TEXT)
-LANGUAGE plpgsql IMMUTABLE AS $$
-BEGIN
-    IF k.request_hash = p_hash THEN
-        outcome := k.outcome;
-        replayed := TRUE;
-        body := k.response;
-        request_id := k.request_id;
-    ELSE
-        outcome := 'idempotency_key_reused';
-        replayed := FALSE;
-        body := jsonb_build_object('code', 'idempotency_key_reused');
+    IF v_count = 0 THEN
+        RETURN;
     END IF;
+
+    SELECT array_agg(c ORDER BY u.ord), array_agg(p ORDER BY u.ord), array_agg(r.flow_no IS NOT NULL ORDER BY u.ord),
+           array_agg(u.first ORDER BY u.ord)
+    INTO op_credit, op_product, op_revoked, op_first
+    FROM (SELECT x.flow_no, x.product_id, x.ord,
+                 min(x.ord) OVER (PARTITION BY x.flow_no)::INTEGER AS first
+          FROM unnest(p_flow_nos, p_product_ids) WITH ORDINALITY AS x(flow_no, product_id, ord)) u
+    LEFT JOIN wallet.credits c ON c.flow_no = u.flow_no
+    LEFT JOIN wallet.products p ON p.product_id = u.product_id AND p.active
+    LEFT JOIN wallet.revoked_flow_nos r ON r.flow_no = u.flow_no;
+
+    -- First pass: settle what does not depend on order, and name each
+    -- operation's wallet.
+    FOR i IN 1 .. v_count LOOP
+        v_credit := op_credit[i];
+        IF v_credit.flow_no IS NOT NULL THEN
+            IF v_credit.user_id = p_user_ids[i] THEN
+                op_currency[i] := v_credit.currency;
+            END IF;
+            CONTINUE;
+        END IF;
+        IF op_revoked[i] THEN
+            o_outcome[i] := 'revoked';
+            o_body[i] := jsonb_build_object('code', 'revoked');
+            CONTINUE;
+        END IF;
+        v_product := op_product[i];
+        IF v_product.product_id IS NULL THEN
+            o_outcome[i] := 'unknown_product';
+            o_body[i] := jsonb_build_object('code', 'unknown_product');
+            CONTINUE;
+        END IF;
+        o_amount[i] := v_product.amount * p_quantities[i];
+        IF p_claimed_amounts[i] IS NOT NULL AND p_claimed_amounts[i] <> o_amount[i] THEN
+            o_outcome[i] := 'amount_mismatch';
+            o_body[i] := jsonb_build_object('code', 'amount_mismatch', 'expected_amount', o_amount[i]);
+            CONTINUE;
+        END IF;
+        op_currency[i] := v_product.currency;
+        op_creates[i] := TRUE;
+    END LOOP;
+
+    -- Wallets are made on first use, in key order, then every wallet of the
+    -- batch is locked in key order and numbered.
+    INSERT INTO wallet.wallets (user_id, currency)
+    SELECT DISTINCT u.user_id, u.currency
+    FROM unnest(p_user_ids, op_currency, op_creates) AS u(user_id, currency, creates)
+    WHERE u.creates
+    ORDER BY 1, 2
+    ON CONFLICT DO NOTHING;
+    WITH locked AS (
+        SELECT w.user_id, w.currency, w.balance FROM wallet.wallets w
+        WHERE (w.user_id, w.currency) IN (SELECT * FROM unnest(p_user_ids, op_currency))
+        ORDER BY w.user_id, w.currency
+        FOR UPDATE
+    ), numbered AS (
+        SELECT l.*, row_number() OVER (ORDER BY l.user_id, l.currency)::INTEGER AS number FROM locked l
+    )
+    SELECT (SELECT coalesce(array_agg(n.user_id ORDER BY n.number), '{}') FROM numbered n),
+           (SELECT coalesce(array_agg(n.currency ORDER BY n.number), '{}') FROM numbered n),
+           (SELECT coalesce(array_agg(n.balance ORDER BY n.number), '{}') FROM numbered n),
+           (SELECT array_agg(n.number ORDER BY u.ord)
+            FROM unnest(p_user_ids, op_currency) WITH ORDINALITY AS u(user_id, currency, ord)
+            LEFT JOIN numbered n ON n.user_id = u.user_id AND n.currency = u.currency)
+    INTO w_users, w_currencies, w_balances, op_wallet;
+    w_changed := array_fill(FALSE, ARRAY[coalesce(array_length(w_users, 1), 0)]);
+
+    -- Second pass, in order: what one operation at a time would do.
+    FOR i IN 1 .. v_count LOOP
+        CONTINUE WHEN o_outcome[i] IS NOT NULL;
+        v_credit := op_credit[i];
+        IF v_credit.flow_no IS NOT NULL THEN
+            IF v_credit.user_id = p_user_ids[i] AND v_credit.product_id = p_product_ids[i]
+               AND v_credit.quantity = p_quantities[i] THEN
+                o_outcome[i] := 'replayed';
+                o_body[i] := jsonb_build_object('credit', wallet.credit_json(v_credit), 'balance',
+                    jsonb_build_object('user_id', v_credit.user_id, 'currency', v_credit.currency,
+                                       'balance', w_balances[op_wallet[i]]));
+            ELSE
+                o_outcome[i] := 'flow_no_conflict';
+                o_body[i] := jsonb_build_object('code', 'flow_no_conflict');
+            END IF;
+            CONTINUE;
+        END IF;
+        v_earlier := g_credited[op_first[i]];
+        IF v_earlier IS NOT NULL THEN
+            IF p_user_ids[v_earlier] = p_user_ids[i] AND p_product_ids[v_earlier] = p_product_ids[i]
+               AND p_quantities[v_earlier] = p_quantities[i] THEN
+                o_outcome[i] := 'replayed';
+                o_body[i] := jsonb_build_object('credit', o_credit[v_earlier], 'balance',
+                    jsonb_build_object('user_id', p_user_ids[i], 'currency', op_currency[v_earlier],
+                                       'balance', w_balances[op_wallet[v_earlier]]));
+            ELSE
+                o_outcome[i] := 'flow_no_conflict';
+                o_body[i] := jsonb_build_object('code', 'flow_no_conflict');
+            END IF;
+            CONTINUE;
+        END IF;
+
+        v_wallet := op_wallet[i];
+        w_balances[v_wallet] := w_balances[v_wallet] + o_amount[i];
+        w_changed[v_wallet] := TRUE;
+        -- Drawn while the wallet is locked, so ids follow the wallet's order.
+        o_entry[i] := nextval('wallet.entries_id_seq');
+        o_after[i] := w_balances[v_wallet];
+        o_new[i] := TRUE;
+        v_new_count := v_new_count + 1;
+        g_credited[op_first[i]] := i;
+        o_credit[i] := jsonb_build_object(
+            'flow_no', p_flow_nos[i], 'user_id', p_user_ids[i], 'product_id', p_product_ids[i],
+            'quantity', p_quantities[i], 'currency', op_currency[i], 'amount', o_amount[i],
+            'status', 'credited', 'entry_id', o_entry[i], 'created_at', v_created_at);
+        o_outcome[i] := 'credited';
+        o_body[i] := jsonb_build_object('credit', o_credit[i],
+                                        'balance', jsonb_build_object('user_id', p_user_ids[i], 'currency', op_currency[i],
+                                                                      'balance', o_after[i]));
+    END LOOP;
+
+    IF v_new_count > 0 THEN
+        -- The unique flowNO decides a race with another transaction.
+        INSERT INTO wallet.credits (flow_no, user_id, product_id, quantity, currency, amount,
+                                    source, environment, client, entry_id)
+        SELECT u.flow_no, u.user_id, u.product_id, u.quantity, u.currency, u.amount, u.source, u.environment,
+               u.client, u.entry
+        FROM unnest(p_flow_nos, p_user_ids, p_product_ids, p_quantities, op_currency, o_amount, p_sources,
+                    p_environments, p_clients, o_entry, o_new)
+             AS u(flow_no, user_id, product_id, quantity, currency, amount, source, environment, client, entry, new)
+        WHERE u.new
+        ON CONFLICT (flow_no) DO NOTHING;
+        GET DIAGNOSTICS v_written = ROW_COUNT;
+        IF v_written <> v_new_count THEN
+            RAISE EXCEPTION 'credit_many: a flowNO of this batch was credited concurrently' USING ERRCODE = 'WL008';
+        END IF;
+
+        UPDATE wallet.wallets w SET balance = c.balance, updated_at = now()
+        FROM unnest(w_users, w_currencies, w_balances, w_changed) AS c(user_id, currency, balance, changed)
+        WHERE c.changed AND w.user_id = c.user_id AND w.currency = c.currency;
+
+        INSERT INTO wallet.entries (id, user_id, currency, amount, balance_after, kind, reference, client)
+        SELECT u.entry, u.user_id, u.currency, u.amount, u.after, 'credit', u.flow_no, u.client
+        FROM unnest(o_entry, p_user_ids, op_currency, o_amount, o_after, p_flow_nos, p_clients, o_new)
+             AS u(entry, user_id, currency, amount, after, flow_no, client, new)
+        WHERE u.new
+        ORDER BY u.entry;
+    END IF;
+
+    RETURN QUERY
+    SELECT u.ord::INTEGER, u.outcome, u.body
+    FROM unnest(o_outcome, o_body) WITH ORDINALITY AS u(outcome, body, ord)
+    ORDER BY u.ord;
 END;
 $$;
 
@@ -178,18 +269,50 @@ $$;
 -- Outcomes: debited, insufficient_funds (both stored under the key and
 -- replayed for a retry with the same request), idempotency_key_reused (the
 -- key was used for another request), unknown_currency. `replayed` is true
--- for an answer that comes from an earlier request.
+-- for an answer that comes from an earlier request; `request_id` is the id
+-- of the request that first got it.
 CREATE FUNCTION wallet.debit_many(
     p_clients TEXT[], p_keys TEXT[], p_request_hashes BYTEA[], p_user_ids TEXT[], p_currencies TEXT[],
     p_amounts BIGINT[], p_reasons TEXT[], p_metadata JSONB[], p_request_ids TEXT[])
 RETURNS TABLE (ord INTEGER, outcome TEXT, replayed BOOLEAN, body JSONB, request_id TEXT)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET enable_seqscan = off
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
 DECLARE
-    v_count    INTEGER := coalesce(array_length(p_keys, 1), 0);
-    v_key      wallet.idempotency_keys;
-    v_balance  BIGINT;
-    v_entry    BIGINT;
-    v_metadata JSONB;
+    v_count      INTEGER := coalesce(array_length(p_keys, 1), 0);
+    v_created_at TEXT := wallet.rfc3339(now());
+    -- Per operation, read in one query: whether a product uses its
+    -- currency, the outcome already stored under its key, and the first
+    -- operation of the batch with the same key.
+    op_currency_ok BOOLEAN[];
+    op_stored      wallet.idempotency_keys[];
+    op_first       INTEGER[];
+    -- Per operation: its wallet's number among the locked ones (NULL for a
+    -- wallet that does not exist, whose balance is 0).
+    op_wallet      INTEGER[];
+    w_users        TEXT[];
+    w_currencies   TEXT[];
+    w_balances     BIGINT[];
+    w_changed      BOOLEAN[];
+    -- Per operation, the results.
+    o_outcome      TEXT[] := array_fill(NULL::TEXT, ARRAY[v_count]);
+    o_replayed     BOOLEAN[] := array_fill(FALSE, ARRAY[v_count]);
+    o_body         JSONB[] := array_fill(NULL::JSONB, ARRAY[v_count]);
+    o_request_id   TEXT[] := array_fill(NULL::TEXT, ARRAY[v_count]);
+    o_store        BOOLEAN[] := array_fill(FALSE, ARRAY[v_count]);
+    o_entry        BIGINT[] := array_fill(NULL::BIGINT, ARRAY[v_count]);
+    o_after        BIGINT[] := array_fill(NULL::BIGINT, ARRAY[v_count]);
+    o_metadata     JSONB[] := array_fill(NULL::JSONB, ARRAY[v_count]);
+    -- By first operation of a key: the operation whose outcome is stored.
+    g_stored       INTEGER[] := array_fill(NULL::INTEGER, ARRAY[v_count]);
+    v_record       wallet.idempotency_keys;
+    v_earlier      INTEGER;
+    v_wallet       INTEGER;
+    v_balance      BIGINT;
+    v_stored       INTEGER := 0;
+    v_written      INTEGER;
 BEGIN
     IF array_length(p_clients, 1) IS DISTINCT FROM array_length(p_keys, 1)
        OR array_length(p_request_hashes, 1) IS DISTINCT FROM array_length(p_keys, 1)
@@ -201,84 +324,137 @@ BEGIN
        OR array_length(p_request_ids, 1) IS DISTINCT FROM array_length(p_keys, 1) THEN
         RAISE EXCEPTION 'debit_many: argument arrays differ in length' USING ERRCODE = 'WL003';
     END IF;
+    IF v_count = 0 THEN
+        RETURN;
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_amounts) a WHERE a IS NULL OR a NOT BETWEEN 1 AND 1000000000000) THEN
+        RAISE EXCEPTION 'debit_many: amount out of range' USING ERRCODE = 'WL003';
+    END IF;
 
-    PERFORM 1 FROM wallet.wallets w
-    WHERE (w.user_id, w.currency) IN (SELECT * FROM unnest(p_user_ids, p_currencies))
-    ORDER BY w.user_id, w.currency
-    FOR UPDATE;
+    -- Lock the batch's wallets in key order, number them, and give each
+    -- operation its wallet's number.
+    WITH locked AS (
+        SELECT w.user_id, w.currency, w.balance FROM wallet.wallets w
+        WHERE (w.user_id, w.currency) IN (SELECT * FROM unnest(p_user_ids, p_currencies))
+        ORDER BY w.user_id, w.currency
+        FOR UPDATE
+    ), numbered AS (
+        SELECT l.*, row_number() OVER (ORDER BY l.user_id, l.currency)::INTEGER AS number FROM locked l
+    )
+    SELECT (SELECT coalesce(array_agg(n.user_id ORDER BY n.number), '{}') FROM numbered n),
+           (SELECT coalesce(array_agg(n.currency ORDER BY n.number), '{}') FROM numbered n),
+           (SELECT coalesce(array_agg(n.balance ORDER BY n.number), '{}') FROM numbered n),
+           (SELECT array_agg(n.number ORDER BY u.ord)
+            FROM unnest(p_user_ids, p_currencies) WITH ORDINALITY AS u(user_id, currency, ord)
+            LEFT JOIN numbered n ON n.user_id = u.user_id AND n.currency = u.currency)
+    INTO w_users, w_currencies, w_balances, op_wallet;
+    w_changed := array_fill(FALSE, ARRAY[coalesce(array_length(w_users, 1), 0)]);
+
+    SELECT array_agg(u.currency = ANY (ARRAY(SELECT DISTINCT p.currency FROM wallet.products p)) ORDER BY u.ord),
+           array_agg(k ORDER BY u.ord), array_agg(u.first ORDER BY u.ord)
+    INTO op_currency_ok, op_stored, op_first
+    FROM (SELECT x.client, x.key, x.currency, x.ord,
+                 min(x.ord) OVER (PARTITION BY x.client, x.key)::INTEGER AS first
+          FROM unnest(p_clients, p_keys, p_currencies) WITH ORDINALITY AS x(client, key, currency, ord)) u
+    LEFT JOIN wallet.idempotency_keys k ON k.client = u.client AND k.key = u.key;
 
     FOR i IN 1 .. v_count LOOP
-        ord := i;
-        IF p_amounts[i] IS NULL OR p_amounts[i] NOT BETWEEN 1 AND 1000000000000 THEN
-            RAISE EXCEPTION 'debit_many: amount out of range' USING ERRCODE = 'WL003';
-        END IF;
-        IF NOT EXISTS (SELECT 1 FROM wallet.products p WHERE p.currency = p_currencies[i]) THEN
-            outcome := 'unknown_currency';
-            replayed := FALSE;
-            body := jsonb_build_object('code', 'unknown_currency');
-            request_id := NULL;
-            RETURN NEXT;
+        IF NOT op_currency_ok[i] THEN
+            o_outcome[i] := 'unknown_currency';
+            o_body[i] := jsonb_build_object('code', 'unknown_currency');
             CONTINUE;
         END IF;
 
-        SELECT * INTO v_key FROM wallet.idempotency_keys k WHERE k.client = p_clients[i] AND k.key = p_keys[i];
-        IF FOUND THEN
-            SELECT e.outcome, e.replayed, e.body, e.request_id INTO outcome, replayed, body, request_id
-            FROM wallet.debit_existing(v_key, p_request_hashes[i]) e;
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-
-        SELECT w.balance INTO v_balance FROM wallet.wallets w
-        WHERE w.user_id = p_user_ids[i] AND w.currency = p_currencies[i]
-        FOR UPDATE;
-        v_balance := coalesce(v_balance, 0);
-        replayed := FALSE;
-        request_id := p_request_ids[i];
-        IF v_balance >= p_amounts[i] THEN
-            v_entry := nextval('wallet.entries_id_seq');
-            v_balance := v_balance - p_amounts[i];
-            outcome := 'debited';
-            body := jsonb_build_object(
-                'debit', jsonb_build_object(
-                    'id', v_entry, 'user_id', p_user_ids[i], 'currency', p_currencies[i],
-                    'amount', p_amounts[i], 'reason', p_reasons[i], 'entry_id', v_entry,
-                    'created_at', wallet.rfc3339(now())),
-                'balance', wallet.balance_json(p_user_ids[i], p_currencies[i], v_balance));
-        ELSE
-            v_entry := NULL;
-            outcome := 'insufficient_funds';
-            body := jsonb_build_object('code', 'insufficient_funds', 'balance', v_balance);
-        END IF;
-
-        -- The key's primary key decides a race with a concurrent request:
-        -- this insert waits for it and then finds its outcome.
-        INSERT INTO wallet.idempotency_keys (client, key, request_hash, outcome, response, request_id, entry_id)
-        VALUES (p_clients[i], p_keys[i], p_request_hashes[i], outcome, body, p_request_ids[i], v_entry)
-        ON CONFLICT DO NOTHING;
-        IF NOT FOUND THEN
-            SELECT * INTO v_key FROM wallet.idempotency_keys k WHERE k.client = p_clients[i] AND k.key = p_keys[i];
-            SELECT e.outcome, e.replayed, e.body, e.request_id INTO outcome, replayed, body, request_id
-            FROM wallet.debit_existing(v_key, p_request_hashes[i]) e;
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-
-        IF v_entry IS NOT NULL THEN
-            UPDATE wallet.wallets w SET balance = v_balance, updated_at = now()
-            WHERE w.user_id = p_user_ids[i] AND w.currency = p_currencies[i];
-            v_metadata := NULL;
-            IF p_reasons[i] IS NOT NULL OR p_metadata[i] IS NOT NULL THEN
-                v_metadata := '{}'::JSONB;
-                IF p_reasons[i] IS NOT NULL THEN v_metadata := v_metadata || jsonb_build_object('reason', p_reasons[i]); END IF;
-                IF p_metadata[i] IS NOT NULL THEN v_metadata := v_metadata || jsonb_build_object('metadata', p_metadata[i]); END IF;
+        -- A key with a stored outcome: replay it, or refuse another request.
+        v_record := op_stored[i];
+        IF v_record.key IS NOT NULL THEN
+            IF v_record.request_hash = p_request_hashes[i] THEN
+                o_outcome[i] := v_record.outcome;
+                o_replayed[i] := TRUE;
+                o_body[i] := v_record.response;
+                o_request_id[i] := v_record.request_id;
+            ELSE
+                o_outcome[i] := 'idempotency_key_reused';
+                o_body[i] := jsonb_build_object('code', 'idempotency_key_reused');
             END IF;
-            INSERT INTO wallet.entries (id, user_id, currency, amount, balance_after, kind, reference, client, metadata)
-            VALUES (v_entry, p_user_ids[i], p_currencies[i], -p_amounts[i], v_balance, 'debit', p_keys[i], p_clients[i],
-                    v_metadata);
+            CONTINUE;
         END IF;
-        RETURN NEXT;
+        -- The same, for a key decided earlier in this batch.
+        v_earlier := g_stored[op_first[i]];
+        IF v_earlier IS NOT NULL THEN
+            IF p_request_hashes[v_earlier] = p_request_hashes[i] THEN
+                o_outcome[i] := o_outcome[v_earlier];
+                o_replayed[i] := TRUE;
+                o_body[i] := o_body[v_earlier];
+                o_request_id[i] := o_request_id[v_earlier];
+            ELSE
+                o_outcome[i] := 'idempotency_key_reused';
+                o_body[i] := jsonb_build_object('code', 'idempotency_key_reused');
+            END IF;
+            CONTINUE;
+        END IF;
+
+        g_stored[op_first[i]] := i;
+        o_store[i] := TRUE;
+        v_stored := v_stored + 1;
+        o_request_id[i] := p_request_ids[i];
+        v_wallet := op_wallet[i];
+        v_balance := CASE WHEN v_wallet IS NULL THEN 0 ELSE w_balances[v_wallet] END;
+        IF v_balance >= p_amounts[i] THEN
+            v_balance := v_balance - p_amounts[i];
+            w_balances[v_wallet] := v_balance;
+            w_changed[v_wallet] := TRUE;
+            -- Drawn while the wallet is locked, so ids follow the wallet's order.
+            o_entry[i] := nextval('wallet.entries_id_seq');
+            o_after[i] := v_balance;
+            o_outcome[i] := 'debited';
+            o_body[i] := jsonb_build_object(
+                'debit', jsonb_build_object(
+                    'id', o_entry[i], 'user_id', p_user_ids[i], 'currency', p_currencies[i],
+                    'amount', p_amounts[i], 'reason', p_reasons[i], 'entry_id', o_entry[i],
+                    'created_at', v_created_at),
+                'balance', jsonb_build_object('user_id', p_user_ids[i], 'currency', p_currencies[i],
+                                              'balance', v_balance));
+            IF p_reasons[i] IS NOT NULL OR p_metadata[i] IS NOT NULL THEN
+                o_metadata[i] := jsonb_strip_nulls(jsonb_build_object('reason', p_reasons[i]))
+                    || CASE WHEN p_metadata[i] IS NULL THEN '{}'::JSONB
+                            ELSE jsonb_build_object('metadata', p_metadata[i]) END;
+            END IF;
+        ELSE
+            o_outcome[i] := 'insufficient_funds';
+            o_body[i] := jsonb_build_object('code', 'insufficient_funds', 'balance', v_balance);
+        END IF;
     END LOOP;
+
+    IF v_stored > 0 THEN
+        -- The key's primary key decides a race with another transaction.
+        INSERT INTO wallet.idempotency_keys (client, key, request_hash, outcome, response, request_id, entry_id)
+        SELECT u.client, u.key, u.hash, u.outcome, u.body, u.request_id, u.entry
+        FROM unnest(p_clients, p_keys, p_request_hashes, o_outcome, o_body, p_request_ids, o_entry, o_store)
+             AS u(client, key, hash, outcome, body, request_id, entry, store)
+        WHERE u.store
+        ON CONFLICT DO NOTHING;
+        GET DIAGNOSTICS v_written = ROW_COUNT;
+        IF v_written <> v_stored THEN
+            RAISE EXCEPTION 'debit_many: a key of this batch was used concurrently' USING ERRCODE = 'WL008';
+        END IF;
+
+        UPDATE wallet.wallets w SET balance = c.balance, updated_at = now()
+        FROM unnest(w_users, w_currencies, w_balances, w_changed) AS c(user_id, currency, balance, changed)
+        WHERE c.changed AND w.user_id = c.user_id AND w.currency = c.currency;
+
+        INSERT INTO wallet.entries (id, user_id, currency, amount, balance_after, kind, reference, client, metadata)
+        SELECT u.entry, u.user_id, u.currency, -u.amount, u.after, 'debit', u.key, u.client, u.metadata
+        FROM unnest(o_entry, p_user_ids, p_currencies, p_amounts, o_after, p_keys, p_clients, o_metadata)
+             AS u(entry, user_id, currency, amount, after, key, client, metadata)
+        WHERE u.entry IS NOT NULL
+        ORDER BY u.entry;
+    END IF;
+
+    RETURN QUERY
+    SELECT u.ord::INTEGER, u.outcome, u.replayed, u.body, u.request_id
+    FROM unnest(o_outcome, o_replayed, o_body, o_request_id) WITH ORDINALITY AS u(outcome, replayed, body, request_id, ord)
+    ORDER BY u.ord;
 END;
 $$;
 
@@ -289,7 +465,6 @@ LANGUAGE sql AS $$
     WITH doomed AS (
         SELECT k.client, k.key FROM wallet.idempotency_keys k
         WHERE k.created_at < p_before
-        ORDER BY k.created_at
         LIMIT p_limit
         FOR UPDATE SKIP LOCKED
     ), deleted AS (

@@ -173,7 +173,7 @@ DECLARE
 BEGIN
     PERFORM wallet.require_text('operator', p_operator);
     PERFORM wallet.require_text('reason', p_reason);
-    IF p_user_id IS NULL OR p_user_id !~ '^[A-Za-z0-9._:@-]{1,128}$' THEN
+    IF p_user_id IS NULL OR length(p_user_id) NOT BETWEEN 1 AND 128 OR p_user_id ~ '[^A-Za-z0-9._:@-]' THEN
         RAISE EXCEPTION 'user_id must be 1-128 characters of [A-Za-z0-9._:@-]' USING ERRCODE = 'WL003';
     END IF;
     IF p_amount IS NULL OR p_amount NOT BETWEEN 1 AND 1000000000000 THEN
@@ -268,13 +268,13 @@ DECLARE
     v_existed BOOLEAN;
     v_operator TEXT := coalesce(nullif(btrim(p_operator), ''), session_user);
 BEGIN
-    IF p_product_id IS NULL OR p_product_id !~ '^[A-Za-z0-9._-]{1,128}$' THEN
+    IF p_product_id IS NULL OR length(p_product_id) NOT BETWEEN 1 AND 128 OR p_product_id ~ '[^A-Za-z0-9._-]' THEN
         RAISE EXCEPTION 'product_id must be 1-128 characters of [A-Za-z0-9._-]' USING ERRCODE = 'WL003';
     END IF;
     IF p_amount IS NULL OR p_amount NOT BETWEEN 1 AND 1000000000000 THEN
         RAISE EXCEPTION 'amount must be between 1 and 10^12, got %', p_amount USING ERRCODE = 'WL003';
     END IF;
-    IF p_currency IS NULL OR p_currency !~ '^[a-z][a-z0-9_]{0,31}$' THEN
+    IF p_currency IS NULL OR length(p_currency) NOT BETWEEN 1 AND 32 OR p_currency !~ '^[a-z]' OR p_currency ~ '[^a-z0-9_]' THEN
         RAISE EXCEPTION 'currency must match [a-z][a-z0-9_]{0,31}' USING ERRCODE = 'WL003';
     END IF;
     SELECT TRUE INTO v_existed FROM wallet.products p WHERE p.product_id = p_product_id FOR UPDATE;

@@ -170,23 +170,33 @@ final class GroupCommit: Sendable {
             for item in live { item.completion(.failure(error)) }
         } catch {
             if let error = error as? PostgresError { metrics.countDatabaseError(error) }
-            guard live.count > 1 else {
-                live[0].completion(.failure(error))
-                return
-            }
-            logger.warning("batch failed; applying its operations one at a time",
-                           ["batch.size": String(live.count), "error": String(reflecting: error)])
-            for item in live {
-                do {
-                    let outcome = try applyInOneTransaction([item], attemptsMax: nil)[0]
-                    item.completion(.success(outcome))
-                } catch {
-                    if let error = error as? PostgresError { metrics.countDatabaseError(error) }
-                    item.completion(.failure(error))
-                }
+            let expected = (error as? PostgresError)?.sqlState == .concurrentTake
+            logger.log(expected ? .debug : .warning, "batch failed; applying its operations one at a time",
+                       ["batch.size": String(live.count), "error": String(reflecting: error)])
+            for item in live { item.completion(applyAlone(item)) }
+        }
+    }
+
+    /// One operation in its own transaction. When another transaction took
+    /// its flowNO or key between read and write, that one has committed by
+    /// now, so a second attempt finds it and answers as a replay.
+    private func applyAlone(_ item: Item) -> Result<Outcome, any Error> {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return .success(try applyInOneTransaction([item], attemptsMax: nil)[0])
+            } catch let error as PostgresError where error.sqlState == .concurrentTake && attempt < Self.aloneAttemptsMax {
+                metrics.countDatabaseError(error)
+                continue
+            } catch {
+                if let error = error as? PostgresError { metrics.countDatabaseError(error) }
+                return .failure(error)
             }
         }
     }
+
+    static let aloneAttemptsMax = 3
 
     /// One transaction: all credits of the batch, then all debits, so a
     /// wallet topped up and spent in the same batch sees the coins.

@@ -216,3 +216,10 @@ extension LedgerStore {
             """)[0].decode(String.self, at: 0)
     }
 }
+
+extension SQLState {
+    /// Raised by credit_many and debit_many when a concurrent transaction
+    /// committed one of the batch's flowNOs or keys first; nothing of the
+    /// batch is kept, and a retry sees the committed row.
+    static let concurrentTake = SQLState("WL008")
+}

@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import HTTPServer
 import Testing
+import TestSupport
 @testable import WalletService
 import WalletCore
 
