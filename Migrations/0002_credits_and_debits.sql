@@ -10,7 +10,7 @@
 -- flowNOs that Apple refunded before they were ever credited. A later
 -- credit attempt for one of them is refused.
 CREATE TABLE wallet.revoked_flow_nos (
-    flow_no           TEXT PRIMARY KEY,
+    flow_no           TEXT COLLATE "C" PRIMARY KEY,
     notification_uuid TEXT,
     recorded_at       TIMESTAMPTZ NOT NULL DEFAULT now()
 );

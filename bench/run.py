@@ -439,8 +439,8 @@ class Bench:
         })
         env.setdefault("WALLET_LOG_LEVEL", "warning")
         self.service_settings = {name: env.get(name, default) for name, default in (
-            ("WALLET_WRITERS", "4"), ("WALLET_BATCH_MAX", "256"), ("WALLET_DB_POOL_SIZE", "8"),
-            ("WALLET_HTTP_THREADS", "8"))}
+            ("WALLET_WRITERS", "2"), ("WALLET_BATCH_MAX", "256"), ("WALLET_DB_POOL_SIZE", "6"),
+            ("WALLET_HTTP_THREADS", "4"))}
         self.service_log = self.temp_dir / "service.log"
         log(f"starting the service on 127.0.0.1:{self.service_port}")
         with open(self.service_log, "w") as output:

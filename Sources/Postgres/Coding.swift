@@ -102,21 +102,24 @@ public struct ByteA: Hashable, Sendable, PostgresEncodable, PostgresDecodable {
 /// array literal with every element quoted, so no element can break out.
 extension Array: PostgresEncodable where Element: PostgresEncodable {
     public var postgresText: String? {
-        var text = "{"
+        // Built as UTF-8 bytes: batches send arrays of hundreds of elements.
+        var bytes: [UInt8] = [UInt8(ascii: "{")]
+        bytes.reserveCapacity(2 + count * 16)
         for (index, element) in enumerated() {
-            if index > 0 { text += "," }
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
             guard let value = element.postgresText else {
-                text += "NULL"
+                bytes.append(contentsOf: [UInt8(ascii: "N"), UInt8(ascii: "U"), UInt8(ascii: "L"), UInt8(ascii: "L")])
                 continue
             }
-            text += "\""
-            for character in value.unicodeScalars {
-                if character == "\"" || character == "\\" { text += "\\" }
-                text.unicodeScalars.append(character)
+            bytes.append(UInt8(ascii: "\""))
+            for byte in value.utf8 {
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { bytes.append(UInt8(ascii: "\\")) }
+                bytes.append(byte)
             }
-            text += "\""
+            bytes.append(UInt8(ascii: "\""))
         }
-        return text + "}"
+        bytes.append(UInt8(ascii: "}"))
+        return String(decoding: bytes, as: UTF8.self)
     }
 }
 

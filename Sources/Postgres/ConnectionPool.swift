@@ -190,6 +190,25 @@ public final class ConnectionPool: Sendable {
         }
     }
 
+    /// Runs `body`, which sends a single statement, outside an explicit
+    /// transaction: the statement is its own transaction, with no BEGIN and
+    /// COMMIT round trips. Serialization failures and deadlocks run it again,
+    /// as `withTransaction` does.
+    public func withSingleStatement<T>(deadline: Date? = nil, attemptsMax: Int? = nil,
+                                       _ body: (Connection) throws -> T) throws -> T {
+        let attemptsMax = attemptsMax ?? configuration.transactionAttemptsMax
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try withConnection(deadline: deadline, body)
+            } catch let error as PostgresError {
+                if let state = error.sqlState, state.isRetryableTransactionFailure, attempt < attemptsMax { continue }
+                throw error
+            }
+        }
+    }
+
     private func rollback(_ connection: Connection) {
         guard !connection.isBroken else { return }
         do {

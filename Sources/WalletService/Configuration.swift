@@ -24,8 +24,8 @@ public struct Configuration: Sendable {
     public var databaseURL: String?
     public var listen = Listen(host: "127.0.0.1", port: 8080)
     public var dataDirectory = "./.wallet"
-    public var databasePoolSize = 8
-    public var httpThreads = 8
+    public var databasePoolSize = 6
+    public var httpThreads = 4
     public var logLevel: Logger.Level = .info
     public var migrateOnStart = true
 
@@ -39,7 +39,7 @@ public struct Configuration: Sendable {
     public var requestTimeoutSeconds = 10
 
     /// Group commit: database writers, and the most operations in one batch.
-    public var writers = 4
+    public var writers = 2
     public var batchOperationsMax = 256
 
     public var apple = Apple()

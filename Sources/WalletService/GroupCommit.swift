@@ -210,10 +210,15 @@ final class GroupCommit: Sendable {
             }
         }
         let deadline = Date(timeIntervalSinceNow: 5)
-        let (creditResults, debitResults) = try pool.withTransaction(deadline: deadline, attemptsMax: attemptsMax) { connection in
+        let apply = { (connection: Connection) in
             (credits.isEmpty ? [] : try LedgerStore.credit(credits.map(\.operation), on: connection),
              debits.isEmpty ? [] : try LedgerStore.debit(debits.map(\.operation), on: connection))
         }
+        // One function call is a transaction by itself; BEGIN and COMMIT are
+        // sent only when a batch holds both credits and debits.
+        let (creditResults, debitResults) = credits.isEmpty || debits.isEmpty
+            ? try pool.withSingleStatement(deadline: deadline, attemptsMax: attemptsMax, apply)
+            : try pool.withTransaction(deadline: deadline, attemptsMax: attemptsMax, apply)
         if !credits.isEmpty { metrics.observeBatch(operation: "credit", size: credits.count) }
         if !debits.isEmpty { metrics.observeBatch(operation: "debit", size: debits.count) }
         var outcomes = [Outcome?](repeating: nil, count: items.count)

@@ -209,8 +209,8 @@ struct CreditDebitTests {
         defer { service.stop() }
         let never = try service.request("GET", "/v1/wallets/nobody", key: service.gameServerKey)
         #expect(never.status == 200)
-        #expect(try never.json() == .object([("balances", .array([.object([("balance", 0), ("currency", "coin")])])),
-                                             ("user_id", "nobody")]))
+        #expect(try never.json()["user_id"] == "nobody")
+        #expect(try never.json()["balances"] == .array([.object([("balance", 0), ("currency", "coin")])]))
         #expect(try service.credit(userID: "ivy", flowNo: "r-1").status == 201)
         let wallet = try service.request("GET", "/v1/wallets/ivy", key: service.appBackendKey)
         #expect(try wallet.json()["balances"] == .array([.object([("balance", 600), ("currency", "coin")])]))
