@@ -104,17 +104,10 @@ struct LedgerStore: Sendable {
 
     // MARK: Reads
 
-    /// The wallet resource as JSON: every balance of the user, and a zero
-    /// `coin` balance for a user never seen.
-    static func walletJSON(of userID: UserID, on connection: Connection) throws -> String {
+    static func balances(of userID: UserID, on connection: Connection) throws -> [(currency: String, balance: Int64)] {
         try connection.prepared("""
-            SELECT jsonb_build_object('user_id', \(userID.rawValue)::text, 'balances',
-                       jsonb_agg(jsonb_build_object('currency', b.currency, 'balance', b.balance) ORDER BY b.currency))::text
-            FROM (SELECT w.currency, w.balance FROM wallet.wallets w WHERE w.user_id = \(userID.rawValue)
-                  UNION ALL
-                  SELECT 'coin', 0 WHERE NOT EXISTS (
-                      SELECT 1 FROM wallet.wallets w WHERE w.user_id = \(userID.rawValue) AND w.currency = 'coin')) b
-            """)[0].decode(String.self, at: 0)
+            SELECT currency, balance FROM wallet.wallets WHERE user_id = \(userID.rawValue) ORDER BY currency
+            """).map { (try $0.decode(String.self, at: 0), try $0.decode(Int64.self, at: 1)) }
     }
 
     struct EntryRow: Sendable {

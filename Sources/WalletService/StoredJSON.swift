@@ -1,7 +1,7 @@
 import HTTPServer
 
 /// Answers whose body PostgreSQL already wrote: a credit or debit as the
-/// ledger functions return (and store) it, or a wallet read. The bytes go out as written, only
+/// ledger functions return (and store) it. The bytes go out as written, only
 /// without the spaces `jsonb` prints after `:` and `,`, so a replay of a
 /// stored answer is byte for byte the first one, and no JSON is decoded and
 /// encoded again on the hot path.
