@@ -307,6 +307,11 @@ LANGUAGE sql STABLE AS $$
       ON s.user_id = w.user_id AND s.currency = w.currency
     WHERE w.balance <> coalesce(s.total, 0)
     UNION ALL
+    -- Every entry belongs to a wallet.
+    SELECT 'entry_has_wallet', e.user_id || '/' || e.currency, format('entry %s has no wallet', e.id)
+    FROM wallet.entries e
+    WHERE NOT EXISTS (SELECT 1 FROM wallet.wallets w WHERE w.user_id = e.user_id AND w.currency = e.currency)
+    UNION ALL
     -- balance_after values chain along id order, and end at the balance.
     SELECT 'balance_after_chain', c.user_id || '/' || c.currency,
            format('entry %s: balance_after %s, expected %s', c.id, c.balance_after, c.expected)

@@ -1,0 +1,51 @@
+import Foundation
+import Postgres
+import Testing
+import TestSupport
+@testable import WalletService
+
+/// The rules the database keeps by itself, and the ones wallet.check_invariants() proves.
+@Suite(.timeLimit(.minutes(2)))
+struct InvariantTests {
+    func expectRefused(_ connection: Connection, _ sql: String, _ sqlState: String) {
+        let error = #expect(throws: PostgresError.self) { try connection.execute(PostgresQuery(unsafeSQL: sql)) }
+        #expect(error?.sqlState == SQLState(sqlState), "\(sql)")
+    }
+
+    @Test func theLedgerAndWalletsRefuseChangesThatWouldRewriteHistory() throws {
+        let connection = try Connection(options: try TestDatabase.make())
+        try connection.query("SELECT * FROM wallet.grant_coins('ann', 100, 'coin', 'setup', 'tests')")
+        expectRefused(connection, "UPDATE wallet.entries SET amount = 1000", "WL001")
+        expectRefused(connection, "DELETE FROM wallet.entries", "WL001")
+        // (TRUNCATE is refused too: by the trigger, or first by the tables that reference the ledger.)
+        #expect(throws: PostgresError.self) { try connection.execute("TRUNCATE wallet.entries") }
+        #expect(try connection.query("SELECT count(*) FROM wallet.entries")[0].decode(Int.self, at: 0) == 1)
+        expectRefused(connection, "DELETE FROM wallet.wallets", "WL001")
+        expectRefused(connection, "DELETE FROM wallet.admin_audit", "WL001")
+        // A debit entry below zero, or one of the wrong sign, cannot be written.
+        expectRefused(connection, """
+            INSERT INTO wallet.entries (user_id, currency, amount, balance_after, kind, reference, client)
+            VALUES ('ann', 'coin', -200, -100, 'debit', 'x', 'tests')
+            """, "23514")
+        expectRefused(connection, """
+            INSERT INTO wallet.entries (user_id, currency, amount, balance_after, kind, reference, client)
+            VALUES ('ann', 'coin', 5, 105, 'debit', 'x', 'tests')
+            """, "23514")
+        #expect(try LedgerStore.checkInvariants(on: connection) == [])
+    }
+
+    @Test func theCheckFindsAnEntryWithoutAWalletAndABrokenChain() throws {
+        let connection = try Connection(options: try TestDatabase.make())
+        try connection.query("SELECT * FROM wallet.grant_coins('ann', 100, 'coin', 'setup', 'tests')")
+        // Entries may be inserted by hand; the check sees what is wrong.
+        try connection.execute("""
+            INSERT INTO wallet.entries (user_id, currency, amount, balance_after, kind, reference, client)
+            VALUES ('ghost', 'coin', 5, 5, 'grant', 'by-hand', 'tests'),
+                   ('ann', 'coin', 5, 999, 'grant', 'by-hand', 'tests')
+            """)
+        let found = Set(try LedgerStore.checkInvariants(on: connection).map { "\($0.invariant) \($0.subject)" })
+        #expect(found.contains("entry_has_wallet ghost/coin"))
+        #expect(found.contains("balance_after_chain ann/coin"))
+        #expect(found.contains("balance_matches_ledger ann/coin"))
+    }
+}
