@@ -8,7 +8,7 @@ public enum SHA256 {
         var digest = [UInt8](repeating: 0, count: byteCount)
         var length: UInt32 = 0
         let ok = withBytePointer(data) { pointer, count in
-            EVP_Digest(pointer, count, &digest, &length, EVP_sha256(), nil)
+            EVP_Digest(pointer, count, &digest, &length, FetchedDigest.sha256.method, nil)
         }
         // Hashing memory cannot fail short of a broken library.
         precondition(ok == 1 && length == UInt32(byteCount), "EVP_Digest(SHA-256) failed")
@@ -73,4 +73,21 @@ public func hexString(_ bytes: some Collection<UInt8>) -> String {
         text.append(digits[Int(byte & 0x0f)])
     }
     return String(decoding: text, as: UTF8.self)
+}
+
+/// A digest method fetched from the default provider once. OpenSSL 3 looks
+/// an implicit method such as `EVP_sha256()` up again, under a lock, on every
+/// use; a fetched one is ready. Fetched methods are immutable and safe to
+/// share between threads.
+struct FetchedDigest: @unchecked Sendable {
+    let method: OpaquePointer
+
+    static let sha256 = FetchedDigest(name: "SHA2-256")
+
+    private init(name: String) {
+        guard let method = EVP_MD_fetch(nil, name, nil) else {
+            preconditionFailure("OpenSSL has no \(name) digest")
+        }
+        self.method = method
+    }
 }

@@ -135,12 +135,8 @@ final class Authenticator: Sendable {
 
     /// The client for an `Authorization` header value, or an error.
     func client(authorization: String?) throws(WalletError) -> APIClient {
-        guard let authorization, authorization.utf8.count <= 512 else { throw .unauthorized }
-        let parts = authorization.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw .unauthorized }
-        let secret = parts[1].trimmingCharacters(in: .whitespaces)
-        guard secret.hasPrefix(APIKeys.secretPrefix) else { throw .unauthorized }
-        let hash = APIKeys.hash(secret)
+        guard let secret = authorization.flatMap(Self.bearerSecret) else { throw .unauthorized }
+        let hash = SHA256.hash(secret)
         let now = ContinuousClock.now
         if let entry = cache.withLock({ $0[hash] }), entry.expires > now {
             guard let client = entry.client else { throw .unauthorized }
@@ -161,5 +157,21 @@ final class Authenticator: Sendable {
         }
         guard let client else { throw .unauthorized }
         return client
+    }
+
+    /// The secret of `Bearer <secret>` (the scheme in any case), if it looks
+    /// like one of ours. Read byte by byte: it runs on every request.
+    static func bearerSecret(_ header: String) -> ArraySlice<UInt8>? {
+        let bytes = Array(header.utf8)
+        guard bytes.count > 7, bytes.count <= 512 else { return nil }
+        let scheme: [UInt8] = Array("bearer ".utf8)
+        for index in 0..<7 where bytes[index] | (index < 6 ? 0x20 : 0) != scheme[index] { return nil }
+        var start = 7
+        var end = bytes.count
+        while start < end, bytes[start] == UInt8(ascii: " ") { start += 1 }
+        while end > start, bytes[end - 1] == UInt8(ascii: " ") { end -= 1 }
+        let secret = bytes[start..<end]
+        guard secret.starts(with: APIKeys.secretPrefix.utf8) else { return nil }
+        return secret
     }
 }
