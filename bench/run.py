@@ -342,6 +342,7 @@ class Bench:
         self.keys = {}
         self.results = []
         self.rss_peak_kb = None
+        self.slow_client_ms = None
         self.check_output = ""
         self.check_status = None
         self.service_settings = {}
@@ -599,6 +600,31 @@ class Bench:
             line += f"; pgbench {best.ops:,.0f}/s at {clients} clients; ratio {result.ratio:.2f}x"
         log(line)
 
+    def measure_slow_clients(self, stalled_count=50):
+        """Opens connections that each send half a request and stall, then
+        times one normal read beside them (the service must not wait on them)."""
+        log(f"slow clients: {stalled_count} half-sent requests, then one normal read")
+        stalled = []
+        try:
+            for index in range(stalled_count):
+                connection = socket.create_connection(("127.0.0.1", self.service_port), timeout=5)
+                connection.sendall(f"POST /v1/debits HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n"
+                                   f"X-Stalled: {index}\r\n".encode())
+                stalled.append(connection)
+            time.sleep(0.2)
+            request = (f"GET /v1/wallets/u1 HTTP/1.1\r\nHost: x\r\n"
+                       f"Authorization: Bearer {self.keys['bench-debit']}\r\nConnection: close\r\n\r\n").encode()
+            started = time.monotonic()
+            with socket.create_connection(("127.0.0.1", self.service_port), timeout=10) as connection:
+                connection.sendall(request)
+                answer = connection.recv(65536)
+            elapsed = (time.monotonic() - started) * 1000
+            if answer.startswith(b"HTTP/1.1 200"):
+                self.slow_client_ms = elapsed
+        finally:
+            for connection in stalled:
+                connection.close()
+
     def read_peak_rss(self):
         try:
             status = Path(f"/proc/{self.service.pid}/status").read_text()
@@ -678,6 +704,7 @@ class Bench:
         self.start_service()
         self.make_keys_and_seed()
         self.measure()
+        self.measure_slow_clients()
         self.read_peak_rss()
         self.stop_service()
         self.check_ledger()
@@ -765,6 +792,10 @@ def report(bench):
                  + ("" if bench.service_status == 0 else
                     f" It exited {bench.service_status} on SIGTERM; see bench/results/last-run/service.log."))
     lines.append("")
+    if bench.slow_client_ms is not None:
+        lines.append(f"A normal read beside 50 clients that each sent half a request and stalled: "
+                     f"answered in {bench.slow_client_ms:.1f} ms.")
+        lines.append("")
     check = bench.check_output.splitlines()
     lines.append(f"`wallet check` afterwards: exit {bench.check_status}"
                  + (f", `{check[-1]}`" if len(check) == 1 else ""))
