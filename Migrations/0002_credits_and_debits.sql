@@ -15,6 +15,16 @@ CREATE TABLE wallet.revoked_flow_nos (
     recorded_at       TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 
+-- One argument array per field, one element per operation: they must match.
+CREATE FUNCTION wallet.require_equal_lengths(p_function TEXT, VARIADIC p_lengths INTEGER[]) RETURNS VOID
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM unnest(p_lengths) l WHERE l IS DISTINCT FROM p_lengths[1]) THEN
+        RAISE EXCEPTION '%: argument arrays differ in length', p_function USING ERRCODE = 'WL003';
+    END IF;
+END;
+$$;
+
 CREATE FUNCTION wallet.balance_json(p_user_id TEXT, p_currency TEXT, p_balance BIGINT) RETURNS JSONB
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN jsonb_build_object('user_id', p_user_id, 'currency', p_currency, 'balance', p_balance);
@@ -99,15 +109,9 @@ DECLARE
     v_new_count  INTEGER := 0;
     v_written    INTEGER;
 BEGIN
-    IF array_length(p_clients, 1) IS DISTINCT FROM array_length(p_flow_nos, 1)
-       OR array_length(p_user_ids, 1) IS DISTINCT FROM array_length(p_flow_nos, 1)
-       OR array_length(p_product_ids, 1) IS DISTINCT FROM array_length(p_flow_nos, 1)
-       OR array_length(p_quantities, 1) IS DISTINCT FROM array_length(p_flow_nos, 1)
-       OR array_length(p_claimed_amounts, 1) IS DISTINCT FROM array_length(p_flow_nos, 1)
-       OR array_length(p_sources, 1) IS DISTINCT FROM array_length(p_flow_nos, 1)
-       OR array_length(p_environments, 1) IS DISTINCT FROM array_length(p_flow_nos, 1) THEN
-        RAISE EXCEPTION 'credit_many: argument arrays differ in length' USING ERRCODE = 'WL003';
-    END IF;
+    PERFORM wallet.require_equal_lengths('credit_many', cardinality(p_clients), v_count, cardinality(p_user_ids),
+        cardinality(p_product_ids), cardinality(p_quantities), cardinality(p_claimed_amounts),
+        cardinality(p_sources), cardinality(p_environments));
     IF v_count = 0 THEN
         RETURN;
     END IF;
@@ -314,16 +318,9 @@ DECLARE
     v_stored       INTEGER := 0;
     v_written      INTEGER;
 BEGIN
-    IF array_length(p_clients, 1) IS DISTINCT FROM array_length(p_keys, 1)
-       OR array_length(p_request_hashes, 1) IS DISTINCT FROM array_length(p_keys, 1)
-       OR array_length(p_user_ids, 1) IS DISTINCT FROM array_length(p_keys, 1)
-       OR array_length(p_currencies, 1) IS DISTINCT FROM array_length(p_keys, 1)
-       OR array_length(p_amounts, 1) IS DISTINCT FROM array_length(p_keys, 1)
-       OR array_length(p_reasons, 1) IS DISTINCT FROM array_length(p_keys, 1)
-       OR array_length(p_metadata, 1) IS DISTINCT FROM array_length(p_keys, 1)
-       OR array_length(p_request_ids, 1) IS DISTINCT FROM array_length(p_keys, 1) THEN
-        RAISE EXCEPTION 'debit_many: argument arrays differ in length' USING ERRCODE = 'WL003';
-    END IF;
+    PERFORM wallet.require_equal_lengths('debit_many', cardinality(p_clients), v_count,
+        cardinality(p_request_hashes), cardinality(p_user_ids), cardinality(p_currencies), cardinality(p_amounts),
+        cardinality(p_reasons), cardinality(p_metadata), cardinality(p_request_ids));
     IF v_count = 0 THEN
         RETURN;
     END IF;
