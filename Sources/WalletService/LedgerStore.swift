@@ -147,13 +147,6 @@ struct LedgerStore: Sendable {
             """).single?.decode(String.self, at: 0)
     }
 
-    /// Whether some catalog product uses the currency.
-    static func currencyExists(_ currency: Currency, on connection: Connection) throws -> Bool {
-        try connection.prepared("""
-            SELECT EXISTS (SELECT 1 FROM wallet.products WHERE currency = \(currency.rawValue))
-            """)[0].decode(Bool.self, at: 0)
-    }
-
     // MARK: Upkeep
 
     struct Violation: Sendable, Equatable {
