@@ -1,7 +1,7 @@
 // swift-tools-version:6.1
 import PackageDescription
 
-// No `.package(...)` dependencies: everything outside the toolchain comes from
+// No package dependencies: everything outside the toolchain comes from
 // Debian as a C library (libpq, libmicrohttpd, OpenSSL 3).
 let package = Package(
     name: "wallet",
