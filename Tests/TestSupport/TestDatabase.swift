@@ -82,6 +82,7 @@ public enum TestDatabase {
 /// Clusters still running when the test process exits are stopped then.
 public enum TestCluster {
     public static func start(name: String, port: Int = 5432, listenOnLoopback: Bool = false) throws -> LocalCluster {
+        sweepOnce
         let directory = NSTemporaryDirectory() + "wallet-test-\(getpid())-\(name)-\(UUID().uuidString.prefix(8))"
         var configuration = LocalCluster.Configuration(directory: directory)
         configuration.port = port
@@ -108,6 +109,23 @@ public enum TestCluster {
     }
 
     private static let running = Mutex<[LocalCluster]>([])
+
+    /// Clusters left by test processes that died without stopping them (a
+    /// crash skips the exit handler) are stopped and removed, once per run.
+    private static let sweepOnce: Void = {
+        let temp = NSTemporaryDirectory()
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: temp)) ?? []
+        for name in names where name.hasPrefix("wallet-test-") {
+            guard let pid = Int32(name.dropFirst("wallet-test-".count).prefix { $0.isNumber }),
+                  pid != getpid(), kill(pid, 0) != 0, errno == ESRCH else { continue }
+            let directory = temp + name
+            let configuration = LocalCluster.Configuration(directory: directory)
+            if let cluster = try? LocalCluster(configuration: configuration, logger: Logger(label: "test", sink: .discard)) {
+                try? cluster.stop(mode: .immediate)
+            }
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+    }()
 
     private static func register(_ cluster: LocalCluster) {
         let first = running.withLock { list in
