@@ -55,6 +55,37 @@ BEGIN
 END;
 $$;
 
+-- Locks the wallets named by (user, currency) pairs, in key order, and
+-- numbers them: `users`, `currencies` and `balances` list the wallets that
+-- exist, and `op_wallet` gives, for each pair in turn, its wallet's number
+-- (NULL for a wallet that does not exist, or a NULL pair). Both batch
+-- functions lock through here, so the lock order is written once.
+CREATE FUNCTION wallet.lock_wallets(p_user_ids TEXT[], p_currencies TEXT[],
+                                    OUT users TEXT[], OUT currencies TEXT[], OUT balances BIGINT[],
+                                    OUT op_wallet INTEGER[])
+LANGUAGE plpgsql
+SET enable_seqscan = off
+SET plan_cache_mode = force_generic_plan
+AS $$
+BEGIN
+    WITH locked AS (
+        SELECT w.user_id, w.currency, w.balance FROM wallet.wallets w
+        WHERE (w.user_id, w.currency) IN (SELECT * FROM unnest(p_user_ids, p_currencies))
+        ORDER BY w.user_id, w.currency
+        FOR UPDATE
+    ), numbered AS (
+        SELECT l.*, row_number() OVER (ORDER BY l.user_id, l.currency)::INTEGER AS number FROM locked l
+    )
+    SELECT (SELECT coalesce(array_agg(n.user_id ORDER BY n.number), '{}') FROM numbered n),
+           (SELECT coalesce(array_agg(n.currency ORDER BY n.number), '{}') FROM numbered n),
+           (SELECT coalesce(array_agg(n.balance ORDER BY n.number), '{}') FROM numbered n),
+           (SELECT array_agg(n.number ORDER BY u.ord)
+            FROM unnest(p_user_ids, p_currencies) WITH ORDINALITY AS u(user_id, currency, ord)
+            LEFT JOIN numbered n ON n.user_id = u.user_id AND n.currency = u.currency)
+    INTO users, currencies, balances, op_wallet;
+END;
+$$;
+
 -- Credits a product bundle per flowNO, exactly once.
 --
 -- Outcomes: credited, replayed, flow_no_conflict, unknown_product,
@@ -165,22 +196,9 @@ BEGIN
     WHERE u.creates
     ORDER BY 1, 2
     ON CONFLICT DO NOTHING;
-    WITH locked AS (
-        SELECT w.user_id, w.currency, w.balance FROM wallet.wallets w
-        WHERE (w.user_id, w.currency) IN (SELECT * FROM unnest(p_user_ids, op_currency))
-        ORDER BY w.user_id, w.currency
-        FOR UPDATE
-    ), numbered AS (
-        SELECT l.*, row_number() OVER (ORDER BY l.user_id, l.currency)::INTEGER AS number FROM locked l
-    )
-    SELECT (SELECT coalesce(array_agg(n.user_id ORDER BY n.number), '{}') FROM numbered n),
-           (SELECT coalesce(array_agg(n.currency ORDER BY n.number), '{}') FROM numbered n),
-           (SELECT coalesce(array_agg(n.balance ORDER BY n.number), '{}') FROM numbered n),
-           (SELECT array_agg(n.number ORDER BY u.ord)
-            FROM unnest(p_user_ids, op_currency) WITH ORDINALITY AS u(user_id, currency, ord)
-            LEFT JOIN numbered n ON n.user_id = u.user_id AND n.currency = u.currency)
-    INTO w_users, w_currencies, w_balances, op_wallet;
-    w_changed := array_fill(FALSE, ARRAY[coalesce(array_length(w_users, 1), 0)]);
+    SELECT l.users, l.currencies, l.balances, l.op_wallet INTO w_users, w_currencies, w_balances, op_wallet
+    FROM wallet.lock_wallets(p_user_ids, op_currency) l;
+    w_changed := array_fill(FALSE, ARRAY[cardinality(w_users)]);
 
     -- Second pass, in order: what one operation at a time would do.
     FOR i IN 1 .. v_count LOOP
@@ -328,24 +346,9 @@ BEGIN
         RAISE EXCEPTION 'debit_many: amount out of range' USING ERRCODE = 'WL003';
     END IF;
 
-    -- Lock the batch's wallets in key order, number them, and give each
-    -- operation its wallet's number.
-    WITH locked AS (
-        SELECT w.user_id, w.currency, w.balance FROM wallet.wallets w
-        WHERE (w.user_id, w.currency) IN (SELECT * FROM unnest(p_user_ids, p_currencies))
-        ORDER BY w.user_id, w.currency
-        FOR UPDATE
-    ), numbered AS (
-        SELECT l.*, row_number() OVER (ORDER BY l.user_id, l.currency)::INTEGER AS number FROM locked l
-    )
-    SELECT (SELECT coalesce(array_agg(n.user_id ORDER BY n.number), '{}') FROM numbered n),
-           (SELECT coalesce(array_agg(n.currency ORDER BY n.number), '{}') FROM numbered n),
-           (SELECT coalesce(array_agg(n.balance ORDER BY n.number), '{}') FROM numbered n),
-           (SELECT array_agg(n.number ORDER BY u.ord)
-            FROM unnest(p_user_ids, p_currencies) WITH ORDINALITY AS u(user_id, currency, ord)
-            LEFT JOIN numbered n ON n.user_id = u.user_id AND n.currency = u.currency)
-    INTO w_users, w_currencies, w_balances, op_wallet;
-    w_changed := array_fill(FALSE, ARRAY[coalesce(array_length(w_users, 1), 0)]);
+    SELECT l.users, l.currencies, l.balances, l.op_wallet INTO w_users, w_currencies, w_balances, op_wallet
+    FROM wallet.lock_wallets(p_user_ids, p_currencies) l;
+    w_changed := array_fill(FALSE, ARRAY[cardinality(w_users)]);
 
     SELECT array_agg(u.currency = ANY (ARRAY(SELECT DISTINCT p.currency FROM wallet.products p)) ORDER BY u.ord),
            array_agg(k ORDER BY u.ord), array_agg(u.first ORDER BY u.ord)

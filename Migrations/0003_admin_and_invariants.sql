@@ -36,6 +36,23 @@ BEGIN
 END;
 $$;
 
+-- Locks a credit for a refund or its reversal, in the service's lock
+-- order: its wallet first, then the credit row. Returns both as they are
+-- once locked. An unknown flowNO raises WL002, naming it.
+CREATE FUNCTION wallet.lock_credit(p_flow_no TEXT, OUT credit wallet.credits, OUT balance BIGINT)
+LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT * INTO credit FROM wallet.credits c WHERE c.flow_no = p_flow_no;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no credit for flowNO %', p_flow_no USING ERRCODE = 'WL002';
+    END IF;
+    SELECT w.balance INTO balance FROM wallet.wallets w
+    WHERE w.user_id = credit.user_id AND w.currency = credit.currency
+    FOR UPDATE;
+    SELECT * INTO credit FROM wallet.credits c WHERE c.flow_no = p_flow_no FOR UPDATE;
+END;
+$$;
+
 -- Refunds a credit: a `refund` entry for the stored credited amount (or the
 -- given part of it), and the credit's status becomes `refunded`. The balance
 -- may go below zero; debits are refused until it is positive again.
@@ -49,6 +66,7 @@ CREATE FUNCTION wallet.refund_credit(
 RETURNS TABLE (outcome TEXT, entry_id BIGINT, amount BIGINT, balance BIGINT, user_id TEXT, currency TEXT)
 LANGUAGE plpgsql AS $$
 DECLARE
+    v_locked  RECORD;
     v_credit  wallet.credits;
     v_balance BIGINT;
     v_amount  BIGINT;
@@ -61,15 +79,9 @@ BEGIN
         PERFORM wallet.require_text('operator', p_operator);
         PERFORM wallet.require_text('reason', p_reason);
     END IF;
-    SELECT * INTO v_credit FROM wallet.credits c WHERE c.flow_no = p_flow_no;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'no credit for flowNO %', p_flow_no USING ERRCODE = 'WL002';
-    END IF;
-    -- Lock order: the wallet, then the credit.
-    SELECT w.balance INTO v_balance FROM wallet.wallets w
-    WHERE w.user_id = v_credit.user_id AND w.currency = v_credit.currency
-    FOR UPDATE;
-    SELECT * INTO v_credit FROM wallet.credits c WHERE c.flow_no = p_flow_no FOR UPDATE;
+    SELECT * INTO v_locked FROM wallet.lock_credit(p_flow_no);
+    v_credit := v_locked.credit;
+    v_balance := v_locked.balance;
 
     user_id := v_credit.user_id;
     currency := v_credit.currency;
@@ -118,18 +130,14 @@ CREATE FUNCTION wallet.reverse_refund(p_flow_no TEXT, p_client TEXT DEFAULT 'app
 RETURNS TABLE (outcome TEXT, entry_id BIGINT, amount BIGINT, balance BIGINT, user_id TEXT, currency TEXT)
 LANGUAGE plpgsql AS $$
 DECLARE
+    v_locked  RECORD;
     v_credit  wallet.credits;
     v_balance BIGINT;
     v_entry   BIGINT;
 BEGIN
-    SELECT * INTO v_credit FROM wallet.credits c WHERE c.flow_no = p_flow_no;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'no credit for flowNO %', p_flow_no USING ERRCODE = 'WL002';
-    END IF;
-    SELECT w.balance INTO v_balance FROM wallet.wallets w
-    WHERE w.user_id = v_credit.user_id AND w.currency = v_credit.currency
-    FOR UPDATE;
-    SELECT * INTO v_credit FROM wallet.credits c WHERE c.flow_no = p_flow_no FOR UPDATE;
+    SELECT * INTO v_locked FROM wallet.lock_credit(p_flow_no);
+    v_credit := v_locked.credit;
+    v_balance := v_locked.balance;
 
     user_id := v_credit.user_id;
     currency := v_credit.currency;
