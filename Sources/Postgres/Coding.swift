@@ -20,37 +20,26 @@ extension Substring: PostgresEncodable {
     public var postgresText: String? { String(self) }
 }
 
-extension Int: PostgresEncodable, PostgresDecodable {
-    public var postgresText: String? { String(self) }
+/// Numbers travel as their decimal text, which Swift's own numeric
+/// parsing reads back.
+extension PostgresEncodable where Self: LosslessStringConvertible & Numeric {
+    public var postgresText: String? { String(describing: self) }
+}
+
+extension PostgresDecodable where Self: LosslessStringConvertible & Numeric {
     public init(postgresText text: String) throws(PostgresError) {
-        guard let value = Int(text) else { throw .undecodable(text, as: "Int") }
+        guard let value = Self(text) else { throw .undecodable(text, as: String(describing: Self.self)) }
         self = value
     }
 }
 
-extension Int64: PostgresEncodable, PostgresDecodable {
-    public var postgresText: String? { String(self) }
-    public init(postgresText text: String) throws(PostgresError) {
-        guard let value = Int64(text) else { throw .undecodable(text, as: "Int64") }
-        self = value
-    }
-}
+extension Int: PostgresEncodable, PostgresDecodable {}
 
-extension Int32: PostgresEncodable, PostgresDecodable {
-    public var postgresText: String? { String(self) }
-    public init(postgresText text: String) throws(PostgresError) {
-        guard let value = Int32(text) else { throw .undecodable(text, as: "Int32") }
-        self = value
-    }
-}
+extension Int64: PostgresEncodable, PostgresDecodable {}
 
-extension Double: PostgresEncodable, PostgresDecodable {
-    public var postgresText: String? { String(self) }
-    public init(postgresText text: String) throws(PostgresError) {
-        guard let value = Double(text) else { throw .undecodable(text, as: "Double") }
-        self = value
-    }
-}
+extension Int32: PostgresEncodable, PostgresDecodable {}
+
+extension Double: PostgresEncodable, PostgresDecodable {}
 
 extension Bool: PostgresEncodable, PostgresDecodable {
     public var postgresText: String? { self ? "t" : "f" }

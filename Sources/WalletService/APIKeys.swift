@@ -50,6 +50,19 @@ struct APIKeys: Sendable {
         return scopes.sorted()
     }
 
+    /// 1-64 characters of `[A-Za-z0-9._-]`, as the table's constraint says.
+    static func isKeyName(_ name: String) -> Bool {
+        (1...64).contains(name.utf8.count) && name.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
+                true
+            default:
+                false
+            }
+        }
+    }
+
     static func makeSecret() -> String {
         secretPrefix + Base64URL.encode(SecureRandom.bytes(count: 32))
     }
@@ -60,7 +73,7 @@ struct APIKeys: Sendable {
 
     /// Stores a new key and returns its secret, which is never stored.
     static func create(name: String, scopes: [Scope], on connection: Connection) throws -> String {
-        guard (1...64).contains(name.utf8.count), ProductID(name) != nil else { throw KeyError.badName(name) }
+        guard isKeyName(name) else { throw KeyError.badName(name) }
         guard !scopes.isEmpty else { throw KeyError.noScopes }
         let secret = makeSecret()
         do {

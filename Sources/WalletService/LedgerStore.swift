@@ -110,20 +110,10 @@ struct LedgerStore: Sendable {
             """).map { (try $0.decode(String.self, at: 0), try $0.decode(Int64.self, at: 1)) }
     }
 
-    struct EntryRow: Sendable {
-        var id: Int64
-        var currency: String
-        var amount: Int64
-        var balanceAfter: Int64
-        var kind: String
-        var reference: String
-        var createdAt: String
-    }
-
     /// Newest first, entries with an id below `beforeID` when given; one more
     /// than `limit` is read to learn whether another page follows.
     static func entries(of userID: UserID, currency: Currency?, beforeID: Int64?, limit: Int,
-                        on connection: Connection) throws -> [EntryRow] {
+                        on connection: Connection) throws -> [EntryJSON] {
         try connection.prepared("""
             SELECT id, currency, amount, balance_after, kind, reference, wallet.rfc3339(created_at)
             FROM wallet.entries
@@ -133,10 +123,10 @@ struct LedgerStore: Sendable {
             ORDER BY id DESC
             LIMIT \(limit + 1)
             """).map { row in
-            EntryRow(id: try row.decode(Int64.self, at: 0), currency: try row.decode(String.self, at: 1),
-                     amount: try row.decode(Int64.self, at: 2), balanceAfter: try row.decode(Int64.self, at: 3),
-                     kind: try row.decode(String.self, at: 4), reference: try row.decode(String.self, at: 5),
-                     createdAt: try row.decode(String.self, at: 6))
+            EntryJSON(id: try row.decode(Int64.self, at: 0), currency: try row.decode(String.self, at: 1),
+                      amount: try row.decode(Int64.self, at: 2), balanceAfter: try row.decode(Int64.self, at: 3),
+                      kind: try row.decode(String.self, at: 4), reference: try row.decode(String.self, at: 5),
+                      createdAt: try row.decode(String.self, at: 6))
         }
     }
 

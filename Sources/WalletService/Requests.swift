@@ -48,7 +48,10 @@ struct DebitBody: Decodable {
     var amount: Amount
     var currency: Currency
     var reason: String?
+    /// The caller's metadata object, keys sorted at every depth.
     var metadata: JSONValue?
+    /// `metadata` as compact JSON text.
+    var metadataText: String?
 
     static let members: Set<String> = ["user_id", "amount", "currency", "reason", "metadata"]
     static let reasonCharactersMax = 200
@@ -63,11 +66,16 @@ struct DebitBody: Decodable {
         reason = fields.optional("reason", { (value: String) in
             value.count <= Self.reasonCharactersMax && !value.unicodeScalars.contains("\0") ? value : nil
         }, "must be a string of at most 200 characters, without NUL")
-        metadata = fields.optional("metadata", { (value: JSONValue) -> JSONValue? in
-            guard case .object = value, !value.containsNUL,
-                  value.canonicalBytes().count <= Self.metadataBytesMax else { return nil }
-            return value
+        // Kept in canonical form, and as the text that is stored, so the
+        // size check, the stored copy and the idempotency hash share one pass.
+        let canonical = fields.optional("metadata", { (value: JSONValue) -> (JSONValue, [UInt8])? in
+            guard case .object = value, !value.containsNUL else { return nil }
+            let canonical = value.canonicalized()
+            let bytes = canonical.serialized()
+            return bytes.count <= Self.metadataBytesMax ? (canonical, bytes) : nil
         }, "must be a JSON object of at most 4 KiB, without NUL characters")
+        metadata = canonical?.0
+        metadataText = canonical.map { String(decoding: $0.1, as: UTF8.self) }
         try fields.finish()
         self.userID = userID!
         self.amount = amount!

@@ -100,7 +100,7 @@ struct WalletAPI: Sendable {
             let operation = LedgerStore.DebitOperation(
                 client: client.name, key: key, requestHash: SHA256.hash(body.canonicalText), userID: body.userID,
                 currency: body.currency, amount: body.amount, reason: body.reason,
-                metadata: body.metadata.map { String(decoding: $0.canonicalBytes(), as: UTF8.self) },
+                metadata: body.metadataText,
                 requestID: request.requestID)
             groupCommit.submit(.debit(operation), deadline: deadline()) { result in
                 respond(responder) {
@@ -177,13 +177,9 @@ struct WalletAPI: Sendable {
         let rows = try withDatabase {
             try LedgerStore.entries(of: userID, currency: currency, beforeID: beforeID, limit: limit, on: $0)
         }
-        let page = rows.prefix(limit)
-        let entries = page.map {
-            EntryJSON(id: $0.id, currency: $0.currency, amount: $0.amount, balanceAfter: $0.balanceAfter,
-                      kind: $0.kind, reference: $0.reference, createdAt: $0.createdAt)
-        }
+        let page = Array(rows.prefix(limit))
         let next = rows.count > limit ? page.last.map { EntryCursor.encode(beforeID: $0.id) } : nil
-        return .json(EntriesResponse(entries: entries, nextCursor: next))
+        return .json(EntriesResponse(entries: page, nextCursor: next))
     }
 
     func getCredit(_ request: Request) throws -> Response {
