@@ -40,7 +40,7 @@ test: deps
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	$(SWIFT) test --skip-build
 	Scripts/api-fuzz.sh .build/debug/wallet
-	/usr/bin/python3 -c 'import yaml; c = yaml.safe_load(open("docker-compose.yml")); assert {"postgres", "wallet"} <= set(c["services"]), "compose services"; print("docker-compose.yml: valid YAML with services", sorted(c["services"]))'
+	/usr/bin/python3 Scripts/check-compose.py docker-compose.yml
 
 # The service on 127.0.0.1:8080 with the embedded development database.
 # Ctrl-C (or SIGTERM to `wallet serve`) stops it and its PostgreSQL.

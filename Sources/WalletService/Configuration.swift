@@ -30,6 +30,7 @@ public struct Configuration: Sendable {
     public var migrateOnStart = true
 
     public var idempotencyRetentionHours = 168
+    public static let idempotencyRetentionHoursMin = 24
     public var creditVerification: Set<CreditVerification> = [.caller]
 
     public var maxBodyBytes = 1 << 20
@@ -89,7 +90,10 @@ public struct Configuration: Sendable {
             configuration.logLevel = parsed
         }
         configuration.migrateOnStart = flags["no-migrate"] == nil
-        configuration.idempotencyRetentionHours = try reader.integer("WALLET_IDEMPOTENCY_RETENTION_HOURS", in: 1...87_600)
+        // A day at least: a client's retry loop, a queue replay or an
+        // operator's re-run must still find the key, or the debit runs twice.
+        configuration.idempotencyRetentionHours = try reader.integer(
+            "WALLET_IDEMPOTENCY_RETENTION_HOURS", in: idempotencyRetentionHoursMin...87_600)
             ?? configuration.idempotencyRetentionHours
 
         configuration.maxBodyBytes = try reader.integer("WALLET_MAX_BODY_BYTES", in: 1_024...(64 << 20)) ?? configuration.maxBodyBytes
@@ -161,6 +165,15 @@ public struct Configuration: Sendable {
         if !creditVerification.isDisjoint(with: [.appStoreJWS, .appStoreReceipt]), apple.bundleIDs.isEmpty {
             throw ConfigurationError(variable: "WALLET_APPLE_BUNDLE_ID",
                                      message: "must be set when WALLET_CREDIT_VERIFICATION includes an App Store mode")
+        }
+        // Apple signs every Production notification with the app's Apple ID,
+        // and the verifier refuses one it cannot match. Without the id every
+        // Production REFUND would be refused, and refunded coins kept.
+        if !creditVerification.isDisjoint(with: [.appStoreJWS, .appStoreReceipt]),
+           apple.environments.contains("Production"), apple.appAppleID == nil {
+            throw ConfigurationError(
+                variable: "WALLET_APPLE_APP_APPLE_ID",
+                message: "must be set when an App Store mode accepts Production: without it every Production refund notification is refused")
         }
     }
 

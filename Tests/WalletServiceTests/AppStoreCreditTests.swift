@@ -85,6 +85,7 @@ struct AppStoreCreditTests {
             $0.creditVerification = [.appStoreJWS]
             $0.apple.bundleIDs = [FakeAppStore.bundleID]
             $0.apple.environments = ["Sandbox", "Production"]
+            $0.apple.appAppleID = FakeAppStore.appAppleID
             $0.apple.rootCertificatePaths = [rootFile]
             $0.apple.accountTokenNamespace = namespace
         }
@@ -232,6 +233,7 @@ struct AppStoreCreditTests {
             $0.creditVerification = [.appStoreReceipt]
             $0.apple.bundleIDs = [FakeAppStore.bundleID]
             $0.apple.environments = ["Production", "Sandbox"]
+            $0.apple.appAppleID = FakeAppStore.appAppleID
             $0.apple.verifyReceiptURL = production.url.absoluteString
             $0.apple.verifyReceiptSandboxURL = sandbox.url.absoluteString
             $0.apple.sharedSecret = "shared-secret-for-tests"
@@ -265,6 +267,7 @@ struct AppStoreCreditTests {
         let service = try TestService {
             $0.creditVerification = [.appStoreReceipt]
             $0.apple.bundleIDs = [FakeAppStore.bundleID]
+            $0.apple.appAppleID = FakeAppStore.appAppleID
             $0.apple.verifyReceiptURL = silent.url.absoluteString
             $0.apple.verifyReceiptTimeoutSeconds = 2
         }

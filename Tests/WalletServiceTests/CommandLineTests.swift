@@ -2,6 +2,7 @@ import Foundation
 import Postgres
 import Testing
 import TestSupport
+import WalletService
 
 /// The `wallet` binary, as operators run it.
 @Suite(.timeLimit(.minutes(3)))
@@ -40,7 +41,7 @@ struct CommandLineTests {
 
     @Test func aMalformedSettingStopsStartUpNamingTheVariable() throws {
         for (name, value) in [("WALLET_DB_POOL_SIZE", "many"), ("WALLET_LISTEN", "nowhere"), ("WALLET_LOG_LEVEL", "loud"),
-                              ("WALLET_CREDIT_VERIFICATION", "trust-me")] {
+                              ("WALLET_CREDIT_VERIFICATION", "trust-me"), ("WALLET_IDEMPOTENCY_RETENTION_HOURS", "23")] {
             let result = try wallet(["serve"], ["WALLET_DATABASE_URL": "host=/nonexistent", name: value])
             #expect(result.status == 2, "\(name)")
             #expect(result.error.contains(name), "\(name): \(result.error)")
@@ -48,6 +49,34 @@ struct CommandLineTests {
         let noBundle = try wallet(["serve"], ["WALLET_DATABASE_URL": "host=/nonexistent"])
         #expect(noBundle.status == 2)
         #expect(noBundle.error.contains("WALLET_APPLE_BUNDLE_ID"))
+    }
+
+    /// Without the app's Apple ID every Production notification is refused,
+    /// so a refunded purchase would keep its coins: the service does not start.
+    @Test func productionNotificationsNeedTheAppAppleID() throws {
+        let database = ["WALLET_DATABASE_URL": "host=/nonexistent", "WALLET_APPLE_BUNDLE_ID": "com.example.game"]
+        for modes in ["appstore-jws", "appstore-receipt", "caller,appstore-jws"] {
+            for environments in ["Production", "Sandbox,Production"] {
+                let refused = try wallet(["serve"], database.merging([
+                    "WALLET_CREDIT_VERIFICATION": modes, "WALLET_APPLE_ENVIRONMENTS": environments,
+                ]) { $1 })
+                #expect(refused.status == 2, "\(modes) \(environments)")
+                let lines = refused.error.split(separator: "\n")
+                #expect(lines.count == 1, "\(refused.error)")
+                #expect(lines.first?.contains("WALLET_APPLE_APP_APPLE_ID") == true, "\(refused.error)")
+            }
+        }
+        // The rule is the one `serve` applies; Sandbox alone, the caller
+        // mode alone, or an Apple ID given, pass it.
+        let accepted: [[String: String]] = [
+            ["WALLET_CREDIT_VERIFICATION": "appstore-jws", "WALLET_APPLE_ENVIRONMENTS": "Sandbox"],
+            ["WALLET_CREDIT_VERIFICATION": "caller"],
+            ["WALLET_CREDIT_VERIFICATION": "appstore-jws", "WALLET_APPLE_APP_APPLE_ID": "1234567890"],
+        ]
+        for extra in accepted {
+            let configuration = try Configuration.load(environment: database.merging(extra) { $1 })
+            #expect(throws: Never.self, "\(extra)") { try configuration.validateForServing() }
+        }
     }
 
     @Test func migrateTwiceIsANoOp() throws {

@@ -12,15 +12,15 @@ struct RetentionTests {
         let database = try TestDatabase.make()
         let connection = try Connection(options: database)
         try connection.query("SELECT * FROM wallet.grant_coins('ann', 100, 'coin', 'setup', 'tests')")
-        // Two outcomes stored two hours ago, and one just now.
+        // Two outcomes stored 25 hours ago, and one just now.
         try connection.query("""
             SELECT * FROM wallet.debit_many('{game-server,game-server,game-server}', '{old-1,old-2,fresh}',
                 '{"\\\\x01","\\\\x02","\\\\x03"}', '{ann,ann,ann}', '{coin,coin,coin}', '{1,1,1}',
                 '{NULL,NULL,NULL}', '{NULL,NULL,NULL}', '{r1,r2,r3}')
             """)
-        try connection.execute("UPDATE wallet.idempotency_keys SET created_at = now() - interval '2 hours' WHERE key LIKE 'old-%'")
+        try connection.execute("UPDATE wallet.idempotency_keys SET created_at = now() - interval '25 hours' WHERE key LIKE 'old-%'")
 
-        let service = try TestService(database: database) { $0.idempotencyRetentionHours = 1 }
+        let service = try TestService(database: database) { $0.idempotencyRetentionHours = Configuration.idempotencyRetentionHoursMin }
         defer { service.stop() }
         let deadline = Date(timeIntervalSinceNow: 30)
         var remaining = -1
