@@ -54,7 +54,11 @@ struct DebitBody: Decodable {
     var metadataText: String?
 
     static let members: Set<String> = ["user_id", "amount", "currency", "reason", "metadata"]
+    /// Counted in Unicode scalars (as JSON Schema's maxLength and PostgreSQL's
+    /// length() count), and in bytes: grapheme clusters have no byte bound,
+    /// so 200 of them can carry a megabyte of combining marks.
     static let reasonCharactersMax = 200
+    static let reasonBytesMax = 800
     static let metadataBytesMax = 4 << 10
 
     init(from decoder: any Decoder) throws {
@@ -64,8 +68,9 @@ struct DebitBody: Decodable {
                                      "must be an integer from 1 to 1000000000000")
         currency = fields.optional("currency", Currency.init, "must match [a-z][a-z0-9_]{0,31}") ?? .coin
         reason = fields.optional("reason", { (value: String) in
-            value.count <= Self.reasonCharactersMax && !value.unicodeScalars.contains("\0") ? value : nil
-        }, "must be a string of at most 200 characters, without NUL")
+            value.utf8.count <= Self.reasonBytesMax && value.unicodeScalars.count <= Self.reasonCharactersMax
+                && !value.unicodeScalars.contains("\0") ? value : nil
+        }, "must be a string of at most 200 characters and 800 UTF-8 bytes, without NUL")
         // Kept in canonical form, and as the text that is stored, so the
         // size check, the stored copy and the idempotency hash share one pass.
         let canonical = fields.optional("metadata", { (value: JSONValue) -> (JSONValue, [UInt8])? in

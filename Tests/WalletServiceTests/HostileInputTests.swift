@@ -92,6 +92,37 @@ struct HostileInputTests {
         #expect(try service.balance(of: "alice") == 1000)
     }
 
+    @Test func reasonsAreBoundedInCharactersAndBytes() throws {
+        let service = try TestService()
+        defer { service.stop() }
+        let connection = try Connection(options: service.database)
+        try connection.query("SELECT * FROM wallet.grant_coins('alice', 1000, 'coin', 'setup', 'tests')")
+        func debit(_ reason: String, key: String) throws -> HTTPTestResponse {
+            let body = JSONValue.object([("user_id", .string("alice")), ("amount", JSONValue(1)), ("reason", .string(reason))])
+            return try service.request("POST", "/v1/debits", key: service.gameServerKey,
+                                       json: String(decoding: body.serialized(), as: UTF8.self),
+                                       headers: [("Idempotency-Key", key)])
+        }
+        // One user-perceived character of 5,000 combining marks: a grapheme
+        // count would let 200 of these through at about 2 MB.
+        let stacked = "e" + String(repeating: "\u{301}", count: 5_000)
+        // 200 "é" written as e + U+0301: 200 graphemes, 400 code points.
+        let decomposed = String(repeating: "e\u{301}", count: 200)
+        for (index, reason) in [stacked, decomposed, String(repeating: "x", count: 201)].enumerated() {
+            let refused = try debit(reason, key: "reason-refused-\(index)")
+            #expect(refused.status == 422, "reason \(index)")
+            #expect(try refused.json()["code"] == "validation_failed")
+            #expect(refused.text.contains("reason"))
+        }
+        // The limits themselves: 200 code points of four bytes each is 800 bytes.
+        let widest = String(repeating: "\u{1F4B0}", count: 200)
+        #expect(widest.utf8.count == 800)
+        #expect(try debit(widest, key: "reason-widest").status == 201)
+        #expect(try debit(String(repeating: "y", count: 200), key: "reason-ascii").status == 201)
+        #expect(try service.balance(of: "alice") == 998)
+        #expect(try service.count("SELECT count(*) FROM wallet.entries WHERE kind = 'debit'") == 2)
+    }
+
     @Test func malformedJSONIs400() throws {
         let service = try TestService()
         defer { service.stop() }
