@@ -209,7 +209,7 @@ final class GroupCommit: Sendable {
             case .debit(let debit): debits.append((position, debit))
             }
         }
-        let deadline = Date(timeIntervalSinceNow: 5)
+        let deadline = ContinuousClock.now + .seconds(5)
         let apply = { (connection: Connection) in
             (credits.isEmpty ? [] : try LedgerStore.credit(credits.map(\.operation), on: connection),
              debits.isEmpty ? [] : try LedgerStore.debit(debits.map(\.operation), on: connection))

@@ -257,7 +257,7 @@ struct WalletAPI: Sendable {
 
     static func read<T>(pool: ConnectionPool, metrics: Metrics, timeoutSeconds: Double,
                         _ body: (Connection) throws -> T) throws -> T {
-        let deadline = Date(timeIntervalSinceNow: timeoutSeconds)
+        let deadline = ContinuousClock.now + .milliseconds(Int(timeoutSeconds * 1_000))
         var attempt = 0
         while true {
             attempt += 1
