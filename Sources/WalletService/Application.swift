@@ -46,6 +46,9 @@ public final class Application: Sendable {
         // The writers get their own connections, one each, apart from reads.
         var writerConfiguration = poolConfiguration
         writerConfiguration.maximumConnections = configuration.writers
+        // A wallet held by another transaction fails its batch soon, and
+        // the batch's other operations commit without it.
+        writerConfiguration.connection.lockTimeoutMilliseconds = configuration.lockTimeoutMilliseconds
         writerPool = ConnectionPool(configuration: writerConfiguration, logger: databaseLogger)
         groupCommit = GroupCommit(writerCount: configuration.writers, batchOperationsMax: configuration.batchOperationsMax,
                                   pool: writerPool, metrics: metrics, logger: logger)
