@@ -198,24 +198,22 @@ public final class Connection: @unchecked Sendable {
     }
 
     /// The handle, once it is known that nothing arrived while it was idle.
-    /// A server that ended the session (a restart, `pg_terminate_backend`)
-    /// has sent its goodbye and closed the socket; reading that now tells a
-    /// dead connection apart before anything is sent on it.
+    /// Nothing is due on an idle connection (the service never LISTENs):
+    /// anything readable is the server ending the session (a restart,
+    /// `pg_terminate_backend`), its goodbye possibly ahead of the end of
+    /// file. Such a connection is given up before anything is sent on it.
     private func idleHandle() throws(PostgresError) -> OpaquePointer {
         guard let handle, !isBroken else {
             throw PostgresError(kind: .connection, sqlState: SQLState("08003"), serverMessage: "connection is closed")
         }
-        for _ in 0..<Self.idleReadsMax {
-            var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
-            guard poll(&descriptor, 1, 0) > 0 else { break }
-            if PQconsumeInput(handle) == 0 { break }
+        var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
+        guard PQstatus(handle) == CONNECTION_OK, poll(&descriptor, 1, 0) == 0 else {
+            close()
+            throw PostgresError(kind: .connection, sqlState: SQLState("08006"),
+                                serverMessage: "the server ended the session while it was idle", sent: false)
         }
-        guard PQstatus(handle) == CONNECTION_OK else { throw lost(sent: false) }
         return handle
     }
-
-    /// An idle connection has at most a goodbye and an end of file to read.
-    private static let idleReadsMax = 4
 
     /// Flushes what was sent and collects the answer: the first error, or
     /// else the last result. Throws at the deadline, closing the connection.
