@@ -103,17 +103,24 @@ public final class Connection: @unchecked Sendable {
             close()
             throw PostgresError(kind: .connection, serverMessage: "cannot make the connection non-blocking")
         }
+        // One round trip, within the connection's time. synchronous_commit
+        // is set here, whatever the server's or the database's default, so
+        // that COMMIT returning means the commit is flushed (and, with
+        // synchronous standbys configured, flushed on them too): every
+        // answer the service gives is durable.
+        self.deadline = connectDeadline
+        do {
+            try execute("""
+                SELECT set_config('statement_timeout', \(String(options.statementTimeoutMilliseconds)), false),
+                       set_config('lock_timeout', \(String(options.lockTimeoutMilliseconds)), false),
+                       set_config('TimeZone', 'UTC', false),
+                       set_config('synchronous_commit', 'on', false)
+                """)
+        } catch {
+            // The caller's statement was never sent.
+            throw error.unsent
+        }
         self.deadline = deadline
-        // One round trip. synchronous_commit is set here, whatever the
-        // server's or the database's default, so that COMMIT returning means
-        // the commit is flushed (and, with synchronous standbys configured,
-        // flushed on them too): every answer the service gives is durable.
-        try execute("""
-            SELECT set_config('statement_timeout', \(String(options.statementTimeoutMilliseconds)), false),
-                   set_config('lock_timeout', \(String(options.lockTimeoutMilliseconds)), false),
-                   set_config('TimeZone', 'UTC', false),
-                   set_config('synchronous_commit', 'on', false)
-            """)
     }
 
     deinit {
