@@ -288,4 +288,31 @@ struct GroupCommitTests {
             #expect(setting == "on")
         }
     }
+
+    @Test func oneRuleSaysWhatAFailedWriteMeans() {
+        func failure(_ kind: PostgresError.Kind, _ state: SQLState? = nil, sent: Bool) -> LedgerStore.WriteFailure {
+            LedgerStore.writeFailure(PostgresError(kind: kind, sqlState: state, sent: sent))
+        }
+        // Never reached the server: run it again.
+        #expect(failure(.connection, sent: false) == .notSent)
+        // Sent, then no answer: it may have committed.
+        #expect(failure(.connection, SQLState.adminShutdown, sent: true) == .outcomeUnknown)
+        #expect(failure(.deadline, sent: true) == .outcomeUnknown)
+        // Out of time or connections before anything was sent.
+        #expect(failure(.deadline, sent: false) == .unavailable)
+        #expect(failure(.poolTimeout, sent: false) == .unavailable)
+        #expect(failure(.poolClosed, sent: false) == .unavailable)
+        // The server said ERROR: nothing committed.
+        #expect(failure(.server, SQLState.lockNotAvailable, sent: true) == .busy)
+        #expect(failure(.server, SQLState.checkViolation, sent: true) == .rejected)
+        #expect(failure(.transaction(.commit), SQLState.serializationFailure, sent: true) == .rejected)
+
+        #expect(LedgerStore.walletError(writing: PostgresError(kind: .deadline, sent: true)) == .outcomeUnknown)
+        #expect(LedgerStore.walletError(writing: PostgresError(kind: .deadline, sent: false)) == .databaseUnavailable)
+        #expect(LedgerStore.walletError(writing: PostgresError(kind: .server, sqlState: .lockNotAvailable, sent: true))
+            == .walletBusy)
+        #expect(LedgerStore.walletError(writing: PostgresError(kind: .server, sqlState: .checkViolation, sent: true)) == nil)
+        // A read changes nothing: whatever happened, it is only unavailable.
+        #expect(LedgerStore.walletError(reading: PostgresError(kind: .deadline, sent: true)) == .databaseUnavailable)
+    }
 }
