@@ -328,4 +328,15 @@ struct StallTests {
         let check = try Self.check(databaseURL: databaseURL)
         #expect(check.status == 0, "\(check.output)")
     }
+
+    @Test func aLockTimeoutOutsideItsRangeStopsStartUp() throws {
+        for value in ["0", "60001", "soon"] {
+            let result = try runProcess([CommandLineTests.walletBinary, "serve"], environment: ChaosRun.walletEnvironment([
+                "WALLET_DATABASE_URL": "host=/nonexistent", "WALLET_CREDIT_VERIFICATION": "caller",
+                "WALLET_LOCK_TIMEOUT_MILLISECONDS": value,
+            ]))
+            #expect(result.status == 2, "\(value)")
+            #expect(result.error.contains("WALLET_LOCK_TIMEOUT_MILLISECONDS"), "\(value): \(result.error)")
+        }
+    }
 }
