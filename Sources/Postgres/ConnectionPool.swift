@@ -1,10 +1,13 @@
-public import Foundation
+import Foundation
 public import Logging
 
 /// A bounded pool of connections.
 ///
-/// - At most `maximumConnections` exist; `acquire` waits up to
-///   `acquireTimeoutMilliseconds` for one and then fails with `.poolTimeout`.
+/// - At most `maximumConnections` exist; `acquire` waits until the caller's
+///   deadline (or `acquireTimeoutMilliseconds` without one) and then fails
+///   with `.poolTimeout`.
+/// - The deadline of `acquire` is the deadline of the operation: connecting
+///   and every statement on the connection handed out must finish by then.
 /// - A connection found broken is closed and replaced by a new one on a later
 ///   acquire. When one breaks, the idle ones made before it are dropped too:
 ///   after a server restart they are all dead.
@@ -61,9 +64,14 @@ public final class ConnectionPool: Sendable {
                           maximum: configuration.maximumConnections, broken: state.broken)
     }
 
-    /// Takes a connection, waiting until `deadline` at most.
-    public func acquire(deadline: Date? = nil) throws(PostgresError) -> Connection {
-        let deadline = deadline ?? Date(timeIntervalSinceNow: Double(configuration.acquireTimeoutMilliseconds) / 1000)
+    /// Takes a connection, waiting until `deadline` at most; its statements
+    /// must answer by `deadline` too. Without one, the wait is
+    /// `acquireTimeoutMilliseconds`, and statements get the server's
+    /// statement timeout and a second more.
+    public func acquire(deadline: ContinuousClock.Instant? = nil) throws(PostgresError) -> Connection {
+        let acquireDeadline = deadline ?? .now + .milliseconds(configuration.acquireTimeoutMilliseconds)
+        let statementDeadline = deadline
+            ?? acquireDeadline + .milliseconds(configuration.connection.statementTimeoutMilliseconds) + .seconds(1)
         condition.lock()
         state.waiting += 1
         while true {
@@ -76,6 +84,7 @@ public final class ConnectionPool: Sendable {
                 state.waiting -= 1
                 state.inUse += 1
                 condition.unlock()
+                connection.deadline = statementDeadline
                 return connection
             }
             if state.open < configuration.maximumConnections {
@@ -85,7 +94,9 @@ public final class ConnectionPool: Sendable {
                 let generation = state.generation
                 condition.unlock()
                 do {
-                    return try Connection(options: configuration.connection, generation: generation)
+                    let connection = try Connection(options: configuration.connection, generation: generation,
+                                                    deadline: statementDeadline)
+                    return connection
                 } catch {
                     condition.lock()
                     state.open -= 1
@@ -95,7 +106,10 @@ public final class ConnectionPool: Sendable {
                     throw error
                 }
             }
-            if !condition.wait(until: deadline) {
+            let remaining = acquireDeadline - .now
+            let (seconds, attoseconds) = remaining.components
+            let remainingSeconds = Double(seconds) + Double(attoseconds) / 1e18
+            if remaining <= .zero || !condition.wait(until: Date(timeIntervalSinceNow: remainingSeconds)) {
                 state.waiting -= 1
                 condition.unlock()
                 throw PostgresError(kind: .poolTimeout)
@@ -109,6 +123,7 @@ public final class ConnectionPool: Sendable {
         var reusable = !connection.isBroken
         if reusable, connection.isInTransaction {
             // A caller bailed out mid-transaction; never hand that state on.
+            connection.deadline = .now + Self.rollbackSecondsMax
             do { try connection.execute("ROLLBACK") } catch { reusable = false }
         }
         condition.lock()
@@ -135,7 +150,7 @@ public final class ConnectionPool: Sendable {
     }
 
     /// Runs `body` with a connection and gives it back, whatever happens.
-    public func withConnection<T>(deadline: Date? = nil, _ body: (Connection) throws -> T) throws -> T {
+    public func withConnection<T>(deadline: ContinuousClock.Instant? = nil, _ body: (Connection) throws -> T) throws -> T {
         let connection = try acquire(deadline: deadline)
         defer { release(connection) }
         return try body(connection)
@@ -148,7 +163,10 @@ public final class ConnectionPool: Sendable {
     /// BEGIN is replaced, because nothing has run yet. Other failures roll
     /// back and are rethrown; a failure in BEGIN, COMMIT or ROLLBACK says so
     /// in `PostgresError.kind`.
-    public func withTransaction<T>(deadline: Date? = nil, attemptsMax: Int? = nil,
+    ///
+    /// Only COMMIT can commit, so an error thrown before it is marked unsent
+    /// (`sent == false`): nothing of the transaction can have committed.
+    public func withTransaction<T>(deadline: ContinuousClock.Instant? = nil, attemptsMax: Int? = nil,
                                    _ body: (Connection) throws -> T) throws -> T {
         let attemptsMax = attemptsMax ?? configuration.transactionAttemptsMax
         var attempt = 0
@@ -160,6 +178,7 @@ public final class ConnectionPool: Sendable {
                 try connection.execute("BEGIN")
             } catch {
                 if error.kind == .connection, attempt <= configuration.maximumConnections { continue }
+                if error.isUnavailable { throw error.unsent }
                 throw PostgresError(kind: .transaction(.begin), sqlState: error.sqlState, serverMessage: error.serverMessage)
             }
             let value: T
@@ -172,7 +191,7 @@ public final class ConnectionPool: Sendable {
                     logger.debug("retrying transaction", ["db.sqlstate": state.code, "db.attempt": String(attempt)])
                     continue
                 }
-                throw error
+                throw error.unsent
             } catch {
                 rollback(connection)
                 throw error
@@ -183,8 +202,9 @@ public final class ConnectionPool: Sendable {
                 if let state = error.sqlState, state.isRetryableTransactionFailure, attempt < attemptsMax {
                     continue
                 }
-                if error.kind == .connection { throw error }
-                throw PostgresError(kind: .transaction(.commit), sqlState: error.sqlState, serverMessage: error.serverMessage)
+                if error.isUnavailable { throw error }
+                throw PostgresError(kind: .transaction(.commit), sqlState: error.sqlState, serverMessage: error.serverMessage,
+                                    sent: true)
             }
             return value
         }
@@ -194,7 +214,7 @@ public final class ConnectionPool: Sendable {
     /// transaction: the statement is its own transaction, with no BEGIN and
     /// COMMIT round trips. Serialization failures and deadlocks run it again,
     /// as `withTransaction` does.
-    public func withSingleStatement<T>(deadline: Date? = nil, attemptsMax: Int? = nil,
+    public func withSingleStatement<T>(deadline: ContinuousClock.Instant? = nil, attemptsMax: Int? = nil,
                                        _ body: (Connection) throws -> T) throws -> T {
         let attemptsMax = attemptsMax ?? configuration.transactionAttemptsMax
         var attempt = 0
@@ -209,8 +229,12 @@ public final class ConnectionPool: Sendable {
         }
     }
 
+    /// Most a ROLLBACK of a failed caller may take, past any deadline.
+    static let rollbackSecondsMax = Duration.seconds(1)
+
     private func rollback(_ connection: Connection) {
         guard !connection.isBroken else { return }
+        connection.deadline = .now + Self.rollbackSecondsMax
         do {
             try connection.execute("ROLLBACK")
         } catch {

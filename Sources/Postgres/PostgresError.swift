@@ -7,8 +7,12 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     public enum Kind: Sendable, Equatable {
         /// The server answered a statement with an error; `sqlState` says which.
         case server
-        /// The connection could not be made, or broke. The statement may or may not have run.
+        /// The connection could not be made, or broke. If `sent`, the
+        /// statement may or may not have run.
         case connection
+        /// The caller's deadline passed before the server answered (or before
+        /// a connection was made); the connection was closed.
+        case deadline
         /// The pool had no connection to give before the deadline.
         case poolTimeout
         /// The pool is shut down.
@@ -30,19 +34,33 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     public var serverMessage: String
     /// The name of the violated constraint, when there is one.
     public var constraint: String?
+    /// Whether the statement had been sent when this happened. A statement
+    /// that was never sent never ran; one that was sent, with no answer
+    /// because the connection broke or the deadline passed, may have run and
+    /// committed. (An answer with an ERROR means it did not commit.)
+    public var sent: Bool
 
-    public init(kind: Kind, sqlState: SQLState? = nil, serverMessage: String = "", constraint: String? = nil) {
+    public init(kind: Kind, sqlState: SQLState? = nil, serverMessage: String = "", constraint: String? = nil,
+                sent: Bool = false) {
         self.kind = kind
         self.sqlState = sqlState
         self.serverMessage = serverMessage
         self.constraint = constraint
+        self.sent = sent
+    }
+
+    /// The same failure, for a statement known not to have run.
+    public var unsent: PostgresError {
+        var error = self
+        error.sent = false
+        return error
     }
 
     /// True when the database could not be reached or the connection broke:
     /// the caller may answer "unavailable" and retry later.
     public var isUnavailable: Bool {
         switch kind {
-        case .connection, .poolTimeout, .poolClosed: return true
+        case .connection, .deadline, .poolTimeout, .poolClosed: return true
         default: return sqlState?.isUnavailable ?? false
         }
     }
@@ -51,6 +69,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         switch kind {
         case .server: "PostgreSQL error \(sqlState?.code ?? "?????")"
         case .connection: "PostgreSQL connection error"
+        case .deadline: "PostgreSQL did not answer before the deadline"
         case .poolTimeout: "no PostgreSQL connection available in time"
         case .poolClosed: "the PostgreSQL pool is closed"
         case .decoding: "a PostgreSQL value could not be decoded"
@@ -62,6 +81,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         var text = description
         if !serverMessage.isEmpty { text += ": " + serverMessage }
         if let constraint { text += " (constraint \(constraint))" }
+        if sent, kind != .server { text += " (after the statement was sent)" }
         return text
     }
 }

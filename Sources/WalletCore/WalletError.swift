@@ -26,6 +26,15 @@ public enum WalletError: Error, Sendable, Equatable {
     case databaseUnavailable
     /// Too much work is queued; retry after a moment.
     case overloaded
+    /// The wallet is locked by another transaction (an operator's, say);
+    /// nothing was written; retry after a moment.
+    case walletBusy
+    /// The write was sent to the database, and then the connection broke or
+    /// the time ran out: it may or may not have committed. A retry with the
+    /// same flowNO or idempotency key replays it if it did.
+    case outcomeUnknown
+    /// The service is stopping; the request was not queued.
+    case shuttingDown
 }
 
 public struct FieldError: Sendable, Equatable, Codable {

@@ -157,7 +157,10 @@ final class Authenticator: Sendable {
         }
         let client: APIClient?
         do {
-            client = try pool.withConnection { try APIKeys.authenticate(hash: hash, on: $0) }
+            // On a server thread: bounded like every read there.
+            client = try pool.withConnection(deadline: .now + .milliseconds(Int(WalletAPI.serverThreadReadSeconds * 1_000))) {
+                try APIKeys.authenticate(hash: hash, on: $0)
+            }
         } catch {
             throw .databaseUnavailable
         }

@@ -46,6 +46,9 @@ public final class Application: Sendable {
         // The writers get their own connections, one each, apart from reads.
         var writerConfiguration = poolConfiguration
         writerConfiguration.maximumConnections = configuration.writers
+        // A wallet held by another transaction fails its batch soon, and
+        // the batch's other operations commit without it.
+        writerConfiguration.connection.lockTimeoutMilliseconds = configuration.lockTimeoutMilliseconds
         writerPool = ConnectionPool(configuration: writerConfiguration, logger: databaseLogger)
         groupCommit = GroupCommit(writerCount: configuration.writers, batchOperationsMax: configuration.batchOperationsMax,
                                   pool: writerPool, metrics: metrics, logger: logger)
@@ -166,6 +169,7 @@ final class Upkeep: Sendable {
     static let purgeRoundRows = 1_000
     static let purgeRoundsMax = 20
     static let purgeIntervalSeconds = 60.0
+    static let migrationSecondsMax = Duration.seconds(600)
 
     init(pool: ConnectionPool, readiness: Readiness, migrate: Bool, retentionHours: Int, logger: Logger) {
         self.pool = pool
@@ -201,9 +205,11 @@ final class Upkeep: Sendable {
         var backoffSeconds = 0.25
         while !stopping.load(ordering: .relaxed) {
             do {
-                try pool.withConnection(deadline: Date(timeIntervalSinceNow: 5)) { connection in
+                try pool.withConnection(deadline: .now + .seconds(5)) { connection in
                     if migrate {
                         let migrator = try Migrator(files: Schema.migrationFiles, logger: logger)
+                        // Migrations take what they take; connecting did not.
+                        connection.deadline = .now + Self.migrationSecondsMax
                         try connection.execute("SET statement_timeout = 0")
                         defer { try? connection.execute("RESET statement_timeout") }
                         try migrator.migrate(connection: connection)

@@ -93,11 +93,18 @@ final class GroupCommit: Sendable {
 
     /// Queues an operation. `completion` runs on a writer thread once the
     /// batch holding it has committed (or failed), or at once with
-    /// `Overloaded` when the writer's queue is full.
+    /// `Overloaded` when the writer's queue is full, or with
+    /// `WalletError.shuttingDown` when the writers are stopping: such a
+    /// request was never queued.
     func submit(_ operation: Operation, deadline: ContinuousClock.Instant, completion: @escaping Completion) {
         let writer = writers[Int(Self.stableHash(operation.userID.rawValue) % UInt64(writers.count))]
         writer.condition.lock()
-        guard !writer.state.stopping, writer.state.queue.count < queueDepthMax else {
+        if writer.state.stopping {
+            writer.condition.unlock()
+            completion(.failure(WalletError.shuttingDown))
+            return
+        }
+        guard writer.state.queue.count < queueDepthMax else {
             writer.condition.unlock()
             completion(.failure(Overloaded()))
             return
@@ -105,6 +112,15 @@ final class GroupCommit: Sendable {
         writer.state.queue.append(Item(operation: operation, deadline: deadline, completion: completion))
         writer.condition.signal()
         writer.condition.unlock()
+    }
+
+    /// True once `shutdown` has begun: nothing more is queued.
+    var isStopping: Bool {
+        writers.contains { writer in
+            writer.condition.lock()
+            defer { writer.condition.unlock() }
+            return writer.state.stopping
+        }
     }
 
     /// Runs what is queued, then stops the writers. Waits at most `timeoutSeconds`.
@@ -148,33 +164,58 @@ final class GroupCommit: Sendable {
     }
 
     private func apply(_ items: [Item]) {
-        // An operation whose caller has given up is answered without running.
+        var live = answerExpired(items)
+        var attempt = 0
+        while !live.isEmpty {
+            attempt += 1
+            do {
+                // A whole batch is not re-run on a deadlock: its operations go
+                // one at a time instead, which cannot deadlock with each other.
+                let outcomes = try applyInOneTransaction(live, attemptsMax: 1)
+                for (item, outcome) in zip(live, outcomes) { item.completion(.success(outcome)) }
+                return
+            } catch let error as PostgresError {
+                metrics.countDatabaseError(error)
+                switch LedgerStore.writeFailure(error) {
+                case .notSent where attempt < Self.unsentAttemptsMax:
+                    // It never reached the server: run it again, in time.
+                    live = answerExpired(live)
+                    continue
+                case .notSent, .unavailable, .outcomeUnknown:
+                    let failure = LedgerStore.walletError(writing: error) ?? .databaseUnavailable
+                    logger.warning("batch failed", ["batch.size": String(live.count), "error": String(reflecting: error)])
+                    for item in live { item.completion(.failure(failure)) }
+                    return
+                case .busy, .rejected:
+                    // Nothing committed. A locked wallet, or one bad
+                    // operation, must not fail the others: one at a time.
+                    let expected = error.sqlState == .concurrentTake || error.sqlState == .lockNotAvailable
+                    logger.log(expected ? .debug : .warning, "batch failed; applying its operations one at a time",
+                               ["batch.size": String(live.count), "error": String(reflecting: error)])
+                }
+            } catch {
+                logger.warning("batch failed; applying its operations one at a time",
+                               ["batch.size": String(live.count), "error": String(reflecting: error)])
+            }
+            for item in live { item.completion(applyAlone(item)) }
+            return
+        }
+    }
+
+    /// Answers the items whose caller has given up, without running them
+    /// (nothing of theirs was sent), and returns the others.
+    private func answerExpired(_ items: [Item]) -> [Item] {
         let now = ContinuousClock.now
         var live: [Item] = []
         live.reserveCapacity(items.count)
         for item in items {
-            if item.deadline < now {
+            if item.deadline <= now {
                 item.completion(.failure(WalletError.databaseUnavailable))
             } else {
                 live.append(item)
             }
         }
-        guard !live.isEmpty else { return }
-        do {
-            // A whole batch is not re-run on a deadlock: its operations go
-            // one at a time instead, which cannot deadlock with each other.
-            let outcomes = try applyInOneTransaction(live, attemptsMax: 1)
-            for (item, outcome) in zip(live, outcomes) { item.completion(.success(outcome)) }
-        } catch let error as PostgresError where error.isUnavailable {
-            metrics.countDatabaseError(error)
-            for item in live { item.completion(.failure(error)) }
-        } catch {
-            if let error = error as? PostgresError { metrics.countDatabaseError(error) }
-            let expected = (error as? PostgresError)?.sqlState == .concurrentTake
-            logger.log(expected ? .debug : .warning, "batch failed; applying its operations one at a time",
-                       ["batch.size": String(live.count), "error": String(reflecting: error)])
-            for item in live { item.completion(applyAlone(item)) }
-        }
+        return live
     }
 
     /// One operation in its own transaction. When another transaction took
@@ -184,19 +225,25 @@ final class GroupCommit: Sendable {
         var attempt = 0
         while true {
             attempt += 1
+            guard item.deadline > .now else { return .failure(WalletError.databaseUnavailable) }
             do {
                 return .success(try applyInOneTransaction([item], attemptsMax: nil)[0])
-            } catch let error as PostgresError where error.sqlState == .concurrentTake && attempt < Self.aloneAttemptsMax {
+            } catch let error as PostgresError {
                 metrics.countDatabaseError(error)
-                continue
+                if error.sqlState == .concurrentTake && attempt < Self.aloneAttemptsMax { continue }
+                if LedgerStore.writeFailure(error) == .notSent && attempt < Self.unsentAttemptsMax { continue }
+                return .failure(LedgerStore.walletError(writing: error) ?? error)
             } catch {
-                if let error = error as? PostgresError { metrics.countDatabaseError(error) }
                 return .failure(error)
             }
         }
     }
 
     static let aloneAttemptsMax = 3
+    /// Runs of a statement that never reached the server. After a database
+    /// restart every pooled connection is dead; the pool drops the others
+    /// when the first is found broken, so a second run gets a fresh one.
+    static let unsentAttemptsMax = 3
 
     /// One transaction: all credits of the batch, then all debits, so a
     /// wallet topped up and spent in the same batch sees the coins.
@@ -209,7 +256,8 @@ final class GroupCommit: Sendable {
             case .debit(let debit): debits.append((position, debit))
             }
         }
-        let deadline = Date(timeIntervalSinceNow: 5)
+        // Bounded by every item's deadline: no caller waits past its own.
+        let deadline = items.map(\.deadline).min()!
         let apply = { (connection: Connection) in
             (credits.isEmpty ? [] : try LedgerStore.credit(credits.map(\.operation), on: connection),
              debits.isEmpty ? [] : try LedgerStore.debit(debits.map(\.operation), on: connection))

@@ -200,6 +200,54 @@ extension LedgerStore {
     }
 }
 
+// MARK: Failures
+
+extension LedgerStore {
+    /// What a failed write means for its caller: the one rule.
+    enum WriteFailure: Equatable {
+        /// The connection failed before the statement was sent: it provably
+        /// never reached the server, so it may run again inside its deadline.
+        case notSent
+        /// The server answered with an ERROR: nothing committed. The batch
+        /// path isolates the operation that caused it.
+        case rejected
+        /// A lock wait ran out (`lock_timeout`): an ERROR too, so nothing
+        /// committed, but the caller should come back later.
+        case busy
+        /// The statement was sent, and then the connection broke or the
+        /// deadline passed: it may have committed.
+        case outcomeUnknown
+        /// No connection, or the deadline ran out before anything was sent.
+        case unavailable
+    }
+
+    static func writeFailure(_ error: PostgresError) -> WriteFailure {
+        switch error.kind {
+        case .poolTimeout, .poolClosed: .unavailable
+        case .deadline: error.sent ? .outcomeUnknown : .unavailable
+        case .connection: error.sent ? .outcomeUnknown : .notSent
+        case .server, .decoding, .transaction: error.sqlState == .lockNotAvailable ? .busy : .rejected
+        }
+    }
+
+    /// PostgresError in the domain's words, once for writes; nil for errors
+    /// that are the service's fault (a bare 500).
+    static func walletError(writing error: PostgresError) -> WalletError? {
+        switch writeFailure(error) {
+        case .notSent, .unavailable: .databaseUnavailable
+        case .busy: .walletBusy
+        case .outcomeUnknown: .outcomeUnknown
+        case .rejected: nil
+        }
+    }
+
+    /// The same for reads, which change nothing: an unknown outcome of a
+    /// read is just an unavailable database.
+    static func walletError(reading error: PostgresError) -> WalletError? {
+        error.isUnavailable ? .databaseUnavailable : nil
+    }
+}
+
 extension SQLState {
     /// Raised by credit_many and debit_many when a concurrent transaction
     /// committed one of the batch's flowNOs or keys first; nothing of the

@@ -56,6 +56,7 @@ final class Metrics: Sendable {
         switch error.kind {
         case .connection, .poolClosed: kind = "unavailable"
         case .poolTimeout: kind = "pool_timeout"
+        case .deadline: kind = "deadline"
         default: kind = error.sqlState.map { "sqlstate_\($0.code)" } ?? "other"
         }
         state.withLock { $0.databaseErrors[kind, default: 0] += 1 }

@@ -11,7 +11,8 @@ struct OperationsAPI: Sendable {
     let metrics: Metrics
     let groupCommit: GroupCommit
 
-    static let readinessProbeSeconds = 2.0
+    /// On a server thread, so no longer than any read there.
+    static let readinessProbeSeconds = WalletAPI.serverThreadReadSeconds
 
     func register(on router: Router) {
         router.add("GET", "/healthz", sync: { _ in .json(StatusJSON(status: "ok")) })

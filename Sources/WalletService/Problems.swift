@@ -59,7 +59,19 @@ extension WalletError: ProblemConvertible {
                            headers: [("Retry-After", "1")])
         case .databaseUnavailable:
             return Problem(status: 503, code: "database_unavailable", title: "Database unavailable",
-                           detail: "the database cannot be reached right now; retry later",
+                           detail: "the database cannot be reached right now; nothing was written; retry later",
+                           headers: [("Retry-After", "1")])
+        case .walletBusy:
+            return Problem(status: 503, code: "wallet_busy", title: "Wallet busy",
+                           detail: "another transaction holds this wallet; nothing was written; retry later with the same request",
+                           headers: [("Retry-After", "1")])
+        case .outcomeUnknown:
+            return Problem(status: 503, code: "outcome_unknown", title: "Outcome unknown",
+                           detail: "the database may or may not have applied this request; retry with the same flowNO or idempotency key; the retry replays the result",
+                           headers: [("Retry-After", "1")])
+        case .shuttingDown:
+            return Problem(status: 503, code: "shutting_down", title: "Shutting down",
+                           detail: "the service is stopping and did not take this request; retry",
                            headers: [("Retry-After", "1")])
         }
     }

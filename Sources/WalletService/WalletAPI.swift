@@ -38,6 +38,8 @@ struct WalletAPI: Sendable {
             let client = client(of: request)
             let body = try decodeBody(CreditBody.self, from: request)
             let deadline = deadline()
+            // Refused before any queue takes it, so it was never queued.
+            if groupCommit.isStopping { throw WalletError.shuttingDown }
             if CreditVerification.blocks(body) {
                 // Asking Apple takes a network round trip: not on a server thread.
                 let queued = blockingWork.submit {
@@ -248,16 +250,23 @@ struct WalletAPI: Sendable {
         .now + .seconds(requestTimeoutSeconds)
     }
 
-    /// Runs a read on a pooled connection, within the request's time. A read
-    /// that meets a connection the server has dropped (after a restart) is
-    /// tried once more on a fresh one.
+    /// Most a read may hold a server thread. A balance read takes well under
+    /// a millisecond and a page of entries a few; a second is hundreds of
+    /// times that, yet short enough that a stalled database costs each of the
+    /// few server threads at most a second per request, so `/healthz` and
+    /// everything else on those threads keep being answered.
+    static let serverThreadReadSeconds = 1.0
+
+    /// Runs a read on a pooled connection, on a server thread, within
+    /// `serverThreadReadSeconds`. A read that meets a connection the server
+    /// has dropped (after a restart) is tried once more on a fresh one.
     func withDatabase<T>(_ body: (Connection) throws -> T) throws -> T {
-        try Self.read(pool: pool, metrics: metrics, timeoutSeconds: Double(requestTimeoutSeconds), body)
+        try Self.read(pool: pool, metrics: metrics, timeoutSeconds: Self.serverThreadReadSeconds, body)
     }
 
     static func read<T>(pool: ConnectionPool, metrics: Metrics, timeoutSeconds: Double,
                         _ body: (Connection) throws -> T) throws -> T {
-        let deadline = Date(timeIntervalSinceNow: timeoutSeconds)
+        let deadline = ContinuousClock.now + .milliseconds(Int(timeoutSeconds * 1_000))
         var attempt = 0
         while true {
             attempt += 1
@@ -266,16 +275,17 @@ struct WalletAPI: Sendable {
             } catch let error as PostgresError {
                 metrics.countDatabaseError(error)
                 if error.kind == .connection, attempt < 2 { continue }
-                throw error.isUnavailable ? WalletError.databaseUnavailable : error
+                throw LedgerStore.walletError(reading: error) ?? error
             }
         }
     }
 
     /// Turns infrastructure failures into the domain's words; anything else
-    /// stays as it is and becomes a bare 500.
+    /// stays as it is and becomes a bare 500. Writes arrive mapped by the
+    /// store already.
     func mapped(_ error: any Error) -> any Error {
         switch error {
-        case let error as PostgresError where error.isUnavailable: WalletError.databaseUnavailable
+        case let error as PostgresError: LedgerStore.walletError(reading: error) ?? error
         case is GroupCommit.Overloaded: WalletError.overloaded
         default: error
         }

@@ -200,4 +200,119 @@ struct GroupCommitTests {
         #expect(try connection.query("SELECT count(*) FROM wallet.credits")[0].decode(Int.self, at: 0) == 20)
         #expect(try LedgerStore.checkInvariants(on: connection) == [])
     }
+
+    /// Waits for one operation's answer, at most `seconds`.
+    func answer(_ writer: GroupCommit, _ operation: GroupCommit.Operation,
+                seconds: Int = 30) -> Result<GroupCommit.Outcome, any Error>? {
+        let result = Mutex<Result<GroupCommit.Outcome, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        writer.submit(operation, deadline: .now + .seconds(seconds)) { answer in
+            result.withLock { $0 = answer }
+            done.signal()
+        }
+        _ = done.wait(timeout: .now() + .seconds(seconds + 5))
+        return result.withLock { $0 }
+    }
+
+    @Test func aConnectionThatDiedBeforeSendingIsRetriedTransparently() throws {
+        let database = try TestDatabase.make()
+        let connection = try Connection(options: database)
+        try connection.query("SELECT * FROM wallet.grant_coins('alice', 10, 'coin', 'setup', 'tests')")
+        var options = database
+        options.applicationName = "wallet-writer-under-test"
+        var configuration = ConnectionPool.Configuration(connection: options)
+        configuration.maximumConnections = 1
+        let pool = ConnectionPool(configuration: configuration, logger: Logger(label: "test", sink: .discard))
+        let writer = GroupCommit(writerCount: 1, batchOperationsMax: 256, pool: pool, metrics: Metrics(),
+                                 logger: Logger(label: "test", sink: .discard))
+        defer { writer.shutdown(timeoutSeconds: 10); pool.shutdown() }
+
+        guard case .success(.debit(let first))? = answer(writer, .debit(debit("k1", "alice", 1))) else {
+            Issue.record("the first debit failed")
+            return
+        }
+        #expect(first.outcome == .debited)
+        // The server ends the writer's idle session, as a restart would.
+        try connection.query("""
+            SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'wallet-writer-under-test'
+            """)
+        let deadline = Date(timeIntervalSinceNow: 30)
+        while try connection.query("""
+            SELECT count(*) FROM pg_stat_activity WHERE application_name = 'wallet-writer-under-test'
+            """)[0].decode(Int.self, at: 0) > 0, Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        // Nothing was sent on the dead connection: the debit runs on a new one.
+        let answered = answer(writer, .debit(debit("k2", "alice", 1)))
+        guard case .success(.debit(let second))? = answered else {
+            Issue.record("the debit after the session ended failed: \(String(describing: answered))")
+            return
+        }
+        #expect(second.outcome == .debited)
+        #expect(pool.statistics.broken == 1)
+        #expect(try connection.query("SELECT balance FROM wallet.wallets WHERE user_id = 'alice'")[0]
+            .decode(Int64.self, at: 0) == 8)
+    }
+
+    @Test func aStoppingWriterRefusesWithShuttingDownAndQueuesNothing() throws {
+        let database = try TestDatabase.make()
+        let pool = ConnectionPool(configuration: .init(connection: database), logger: Logger(label: "test", sink: .discard))
+        defer { pool.shutdown() }
+        let writer = GroupCommit(writerCount: 2, batchOperationsMax: 256, pool: pool, metrics: Metrics(),
+                                 logger: Logger(label: "test", sink: .discard))
+        writer.shutdown(timeoutSeconds: 10)
+        #expect(writer.isStopping)
+        guard case .failure(let error)? = answer(writer, .credit(credit("late", "bob"))) else {
+            Issue.record("a credit was taken after shutdown")
+            return
+        }
+        #expect(error as? WalletError == .shuttingDown)
+        #expect(writer.queueDepth == 0)
+        let connection = try Connection(options: database)
+        #expect(try connection.query("SELECT count(*) FROM wallet.credits")[0].decode(Int.self, at: 0) == 0)
+    }
+
+    @Test func theServiceCommitsSynchronouslyWhateverTheDatabaseSays() throws {
+        let database = try TestDatabase.make()
+        let admin = try Connection(options: database)
+        let name = try admin.query("SELECT current_database()")[0].decode(String.self, at: 0)
+        try admin.execute("ALTER DATABASE \(unsafeSQL: name) SET synchronous_commit = off")
+        // A session that does not set it gets the database's default ...
+        let psql = try runProcess(["psql", "-X", "-A", "-t", TestService.conninfo(database), "-c", "SHOW synchronous_commit"])
+        #expect(psql.output.trimmingCharacters(in: .whitespacesAndNewlines) == "off")
+        // ... the service's own connections, reads and writers, say on.
+        let service = try TestService(database: database)
+        defer { service.stop() }
+        for pool in [service.application.pool, service.application.writerPool] {
+            let setting = try pool.withConnection { try $0.query("SHOW synchronous_commit")[0].decode(String.self, at: 0) }
+            #expect(setting == "on")
+        }
+    }
+
+    @Test func oneRuleSaysWhatAFailedWriteMeans() {
+        func failure(_ kind: PostgresError.Kind, _ state: SQLState? = nil, sent: Bool) -> LedgerStore.WriteFailure {
+            LedgerStore.writeFailure(PostgresError(kind: kind, sqlState: state, sent: sent))
+        }
+        // Never reached the server: run it again.
+        #expect(failure(.connection, sent: false) == .notSent)
+        // Sent, then no answer: it may have committed.
+        #expect(failure(.connection, SQLState.adminShutdown, sent: true) == .outcomeUnknown)
+        #expect(failure(.deadline, sent: true) == .outcomeUnknown)
+        // Out of time or connections before anything was sent.
+        #expect(failure(.deadline, sent: false) == .unavailable)
+        #expect(failure(.poolTimeout, sent: false) == .unavailable)
+        #expect(failure(.poolClosed, sent: false) == .unavailable)
+        // The server said ERROR: nothing committed.
+        #expect(failure(.server, SQLState.lockNotAvailable, sent: true) == .busy)
+        #expect(failure(.server, SQLState.checkViolation, sent: true) == .rejected)
+        #expect(failure(.transaction(.commit), SQLState.serializationFailure, sent: true) == .rejected)
+
+        #expect(LedgerStore.walletError(writing: PostgresError(kind: .deadline, sent: true)) == .outcomeUnknown)
+        #expect(LedgerStore.walletError(writing: PostgresError(kind: .deadline, sent: false)) == .databaseUnavailable)
+        #expect(LedgerStore.walletError(writing: PostgresError(kind: .server, sqlState: .lockNotAvailable, sent: true))
+            == .walletBusy)
+        #expect(LedgerStore.walletError(writing: PostgresError(kind: .server, sqlState: .checkViolation, sent: true)) == nil)
+        // A read changes nothing: whatever happened, it is only unavailable.
+        #expect(LedgerStore.walletError(reading: PostgresError(kind: .deadline, sent: true)) == .databaseUnavailable)
+    }
 }
