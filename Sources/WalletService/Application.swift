@@ -203,7 +203,7 @@ final class Upkeep: Sendable {
             do {
                 try pool.withConnection(deadline: Date(timeIntervalSinceNow: 5)) { connection in
                     if migrate {
-                        let migrator = try Migrator(files: Schema.migrationFiles, logger: logger)
+                        let migrator = try Schema.migrator(logger: logger)
                         try connection.execute("SET statement_timeout = 0")
                         defer { try? connection.execute("RESET statement_timeout") }
                         try migrator.migrate(connection: connection)
