@@ -1,8 +1,8 @@
 -- wallet.credit_many, re-applied by the migrator whenever this file
 -- changes (first defined in 0002_credits_and_debits.sql).
 --
--- Lock order, everywhere: wallet rows in (user_id, currency) order first,
--- then credit rows.
+-- Lock order, everywhere: flowNO locks (wallet.lock_flow_nos, in key order)
+-- first, then wallet rows in (user_id, currency) order, then credit rows.
 
 -- Credits a product bundle per flowNO, exactly once.
 --
@@ -10,6 +10,11 @@
 -- amount_mismatch (the caller claimed an amount other than catalog ×
 -- quantity), revoked (Apple's decisive word on this never-credited flowNO
 -- is a REFUND; see wallet.appstore_refund_states).
+--
+-- The batch's flowNOs are locked first (wallet.lock_flow_nos), before
+-- anything is read, so a credit and Apple's refund of the same flowNO
+-- serialize: either the credit commits first and the refund then refunds
+-- it, or the refund commits first and the credit is refused as revoked.
 -- The flowNO is looked up before the catalog, so a retry still replays after
 -- its product was repriced or deactivated. A replay answers with the credit
 -- and the balance as they are now.
@@ -65,6 +70,7 @@ BEGIN
     IF v_count = 0 THEN
         RETURN;
     END IF;
+    PERFORM wallet.lock_flow_nos(p_flow_nos);
 
     SELECT array_agg(c ORDER BY u.ord), array_agg(p ORDER BY u.ord), array_agg(r.flow_no IS NOT NULL ORDER BY u.ord),
            array_agg(u.first ORDER BY u.ord)

@@ -31,7 +31,10 @@
 --   recorded          anything else (REFUND_DECLINED, CONSUMPTION_REQUEST,
 --                     TEST, other product types, a prorated refund of
 --                     nothing): kept, no balance change
-
+--
+-- The flowNO is locked (wallet.lock_flow_nos) before anything is read, so a
+-- concurrent credit of it either commits first, and is refunded here, or
+-- waits and then finds it revoked.
 CREATE OR REPLACE FUNCTION wallet.apply_appstore_notification(
     p_notification_uuid TEXT, p_notification_type TEXT, p_subtype TEXT, p_environment TEXT,
     p_signed_date TIMESTAMPTZ, p_flow_no TEXT, p_product_type TEXT, p_revocation_type TEXT,
@@ -45,7 +48,11 @@ DECLARE
     v_outcome TEXT := 'recorded';
     v_entry   BIGINT;
 BEGIN
-    -- Claim the notification first: a concurrent delivery of the same one waits
+    IF p_flow_no IS NOT NULL THEN
+        PERFORM wallet.lock_flow_nos(ARRAY[p_flow_no]);
+    END IF;
+
+    -- Claim the notification: a concurrent delivery of the same one waits
     -- here and then sees it as a duplicate.
     INSERT INTO wallet.appstore_notifications AS n
         (notification_uuid, notification_type, subtype, flow_no, environment, signed_date, outcome, payload)

@@ -45,8 +45,8 @@ struct SchemaUpgradeTests {
         #expect(try notify("n-4", "REFUND", "u-3", second: 4) == "revoked")
 
         let applied = try Schema.migrator(logger: logger).migrate(connection: connection)
-        #expect(applied == ["0006_appstore_refund_states.sql", "functions/02_credit_many.sql",
-                            "functions/03_apply_appstore_notification.sql"])
+        #expect(applied == ["0006_appstore_refund_states.sql", "functions/01_lock_flow_nos.sql",
+                            "functions/02_credit_many.sql", "functions/03_apply_appstore_notification.sql"])
         #expect(try Schema.migrator(logger: logger).migrate(connection: connection) == [])
         #expect(try connection.query("SELECT * FROM wallet.check_invariants()").isEmpty)
         let states = try connection.query("""
