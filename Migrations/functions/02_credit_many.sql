@@ -177,7 +177,8 @@ BEGIN
     END LOOP;
 
     IF v_new_count > 0 THEN
-        -- The unique flowNO decides a race with another transaction.
+        -- The flowNO locks keep other credits of these flowNOs out; the
+        -- unique flowNO still stops a writer that bypasses them.
         INSERT INTO wallet.credits (flow_no, user_id, product_id, quantity, currency, amount,
                                     source, environment, client, entry_id)
         SELECT u.flow_no, u.user_id, u.product_id, u.quantity, u.currency, u.amount, u.source, u.environment,

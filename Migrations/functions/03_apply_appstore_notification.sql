@@ -65,7 +65,9 @@ BEGIN
         RETURN;
     END IF;
 
-    IF p_flow_no IS NOT NULL AND p_product_type = 'Consumable'
+    -- A transaction id longer than a flowNO may be can never have been
+    -- credited, nor be: it is only recorded.
+    IF length(p_flow_no) BETWEEN 1 AND 128 AND p_product_type = 'Consumable'
        AND p_notification_type IN ('REFUND', 'REFUND_REVERSED') THEN
         SELECT * INTO v_state FROM wallet.appstore_refund_states s WHERE s.flow_no = p_flow_no;
         -- FALSE < TRUE: on the same signedDate a REFUND is older than a
