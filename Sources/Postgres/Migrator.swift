@@ -15,7 +15,10 @@ public import Logging
 ///   differs from the one last applied (recorded by name and SHA-256 in
 ///   `schema_functions`). So a function changes by editing its file, and its
 ///   history is the file's history. A change of signature or return type
-///   needs a migration that drops the old function first.
+///   needs a migration that drops the old function first. A recorded file
+///   this build does not carry is left alone; and since only the text is
+///   compared, an older build started against the database puts its own
+///   versions back, unless a migration it does not know stops it first.
 /// - The whole run holds a session advisory lock, so two instances starting
 ///   at once apply each migration and each function file exactly once.
 public struct Migrator: Sendable {
