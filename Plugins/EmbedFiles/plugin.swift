@@ -5,23 +5,30 @@ import PackagePlugin
 /// binary runs from any directory and in a slim container with nothing beside it.
 ///
 /// A target embeds every regular file in its `Embedded/` directory. The
-/// `WalletService` target also embeds the package's `Migrations/*.sql`.
+/// `WalletService` target also embeds the package's `Migrations/*.sql`, and
+/// `Migrations/functions/*.sql` under names that start with `functions/`.
 @main
 struct EmbedFiles: BuildToolPlugin {
     func createBuildCommands(context: PluginContext, target: any Target) throws -> [Command] {
         guard let target = target as? SourceModuleTarget else { return [] }
         var inputs = try files(in: target.directoryURL.appending(path: "Embedded"))
+        var functionInputs: [URL] = []
         if target.name == "WalletService" {
-            inputs += try files(in: context.package.directoryURL.appending(path: "Migrations"))
-                .filter { $0.pathExtension == "sql" }
+            let migrations = context.package.directoryURL.appending(path: "Migrations")
+            inputs += try files(in: migrations).filter { $0.pathExtension == "sql" }
+            functionInputs = try files(in: migrations.appending(path: "functions")).filter { $0.pathExtension == "sql" }
         }
         let output = context.pluginWorkDirectoryURL.appending(path: "EmbeddedFiles.swift")
+        var arguments = [output.path] + inputs.map(\.path)
+        if !functionInputs.isEmpty {
+            arguments += ["--prefix", "functions/"] + functionInputs.map(\.path)
+        }
         return [
             .buildCommand(
-                displayName: "Embedding \(inputs.count) files into \(target.name)",
+                displayName: "Embedding \(inputs.count + functionInputs.count) files into \(target.name)",
                 executable: try context.tool(named: "EmbedFilesTool").url,
-                arguments: [output.path] + inputs.map(\.path),
-                inputFiles: inputs,
+                arguments: arguments,
+                inputFiles: inputs + functionInputs,
                 outputFiles: [output]
             ),
         ]

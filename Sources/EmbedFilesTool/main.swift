@@ -1,7 +1,9 @@
 import Foundation
 
-// Usage: EmbedFilesTool OUTPUT.swift FILE...
-// Writes `enum EmbeddedFiles` with each file's bytes, keyed by file name.
+// Usage: EmbedFilesTool OUTPUT.swift [--prefix PREFIX] FILE...
+// Writes `enum EmbeddedFiles` with each file's bytes, keyed by file name;
+// `--prefix` puts PREFIX before the names of the files after it (so two
+// directories may hold files of the same name).
 // Bytes are written as base64, so no file content can break the Swift source.
 let arguments = CommandLine.arguments.dropFirst()
 guard let outputPath = arguments.first else {
@@ -18,10 +20,16 @@ var source = """
         static let all: [(name: String, contents: Data)] = [
 
     """
-for path in arguments.dropFirst() {
+var prefix = ""
+var remaining = arguments.dropFirst()
+while let path = remaining.popFirst() {
+    if path == "--prefix", let next = remaining.popFirst() {
+        prefix = next
+        continue
+    }
     let url = URL(fileURLWithPath: path)
     let data = try Data(contentsOf: url)
-    let name = url.lastPathComponent.replacingOccurrences(of: "\"", with: "")
+    let name = (prefix + url.lastPathComponent).replacingOccurrences(of: "\"", with: "")
     source += "        (\"\(name)\", Data(base64Encoded: \"\(data.base64EncodedString())\")!),\n"
 }
 source += """

@@ -1,15 +1,26 @@
 import Foundation
 public import Logging
 
-/// Applies forward-only SQL migrations.
+/// Applies forward-only SQL migrations, then re-applies changed function files.
 ///
-/// - Files are named `NNNN_snake_case.sql` and applied in number order, each
-///   in its own transaction together with its bookkeeping row.
-/// - Each applied file is recorded with the SHA-256 of its text (computed by
-///   the server). A file whose text changed after it was applied stops the
-///   run with an error that names it.
+/// - Migrations are named `NNNN_snake_case.sql` and applied in number order,
+///   each in its own transaction together with its bookkeeping row. They hold
+///   tables, types, indexes and data.
+/// - Each applied migration is recorded with the SHA-256 of its text
+///   (computed by the server). A migration whose text changed after it was
+///   applied stops the run with an error that names it.
+/// - Function files are named `NN_snake_case.sql` and hold only
+///   `CREATE OR REPLACE FUNCTION` statements. They run after every migration,
+///   in number order, each in its own transaction, whenever their text
+///   differs from the one last applied (recorded by name and SHA-256 in
+///   `schema_functions`). So a function changes by editing its file, and its
+///   history is the file's history. A change of signature or return type
+///   needs a migration that drops the old function first. A recorded file
+///   this build does not carry is left alone; and since only the text is
+///   compared, an older build started against the database puts its own
+///   versions back, unless a migration it does not know stops it first.
 /// - The whole run holds a session advisory lock, so two instances starting
-///   at once apply each migration exactly once.
+///   at once apply each migration and each function file exactly once.
 public struct Migrator: Sendable {
     public struct Migration: Sendable, Equatable {
         public let version: Int
@@ -32,9 +43,32 @@ public struct Migrator: Sendable {
         }
     }
 
+    public struct FunctionFile: Sendable, Equatable {
+        public let number: Int
+        public let name: String
+        public let sql: String
+
+        /// Parses `NN_name.sql`; nil for any other file name.
+        public init?(fileName: String, sql: String) {
+            guard fileName.hasSuffix(".sql") else { return nil }
+            let stem = fileName.dropLast(4)
+            guard let underscore = stem.firstIndex(of: "_"),
+                  stem.distance(from: stem.startIndex, to: underscore) == 2,
+                  let number = Int(stem[..<underscore]),
+                  stem[stem.index(after: underscore)...].allSatisfy({ $0.isLowercase || $0.isNumber || $0 == "_" }),
+                  stem.index(after: underscore) < stem.endIndex
+            else { return nil }
+            self.number = number
+            self.name = fileName
+            self.sql = sql
+        }
+    }
+
     public enum MigrationError: Error, CustomStringConvertible, Equatable {
         case badFileName(String)
         case duplicateVersion(Int)
+        case badFunctionFileName(String)
+        case duplicateFunctionNumber(Int)
         case checksumMismatch(file: String)
         case unknownApplied(file: String)
 
@@ -42,6 +76,8 @@ public struct Migrator: Sendable {
             switch self {
             case .badFileName(let name): "migration file \(name) is not named NNNN_snake_case.sql"
             case .duplicateVersion(let version): "two migration files share version \(version)"
+            case .badFunctionFileName(let name): "function file \(name) is not named NN_snake_case.sql"
+            case .duplicateFunctionNumber(let number): "two function files share number \(number)"
             case .checksumMismatch(let file): "migration \(file) was changed after it was applied; add a new migration instead"
             case .unknownApplied(let file): "the database has migration \(file), which this build does not know; is it older than the database?"
             }
@@ -52,10 +88,12 @@ public struct Migrator: Sendable {
     static let lockKey: Int64 = 0x7761_6C6C_6574_6D67
 
     public let migrations: [Migration]
+    public let functionFiles: [FunctionFile]
     private let logger: Logger
 
-    /// `files` maps file name to SQL text.
-    public init(files: [(name: String, sql: String)], logger: Logger) throws(MigrationError) {
+    /// `files` (migrations) and `functionFiles` map file name to SQL text.
+    public init(files: [(name: String, sql: String)], functionFiles: [(name: String, sql: String)] = [],
+                logger: Logger) throws(MigrationError) {
         var migrations: [Migration] = []
         for file in files {
             guard let migration = Migration(fileName: file.name, sql: file.sql) else {
@@ -67,11 +105,24 @@ public struct Migrator: Sendable {
         for (previous, next) in zip(migrations, migrations.dropFirst()) where previous.version == next.version {
             throw .duplicateVersion(next.version)
         }
+        var functions: [FunctionFile] = []
+        for file in functionFiles {
+            guard let function = FunctionFile(fileName: file.name, sql: file.sql) else {
+                throw .badFunctionFileName(file.name)
+            }
+            functions.append(function)
+        }
+        functions.sort { $0.number < $1.number }
+        for (previous, next) in zip(functions, functions.dropFirst()) where previous.number == next.number {
+            throw .duplicateFunctionNumber(next.number)
+        }
         self.migrations = migrations
+        self.functionFiles = functions
         self.logger = logger
     }
 
-    /// Applies what is missing; returns the names applied by this call.
+    /// Applies what is missing or changed; returns the names applied by this
+    /// call, migrations first, function files as `functions/NN_name.sql`.
     @discardableResult
     public func migrate(connection: Connection) throws -> [String] {
         try connection.execute("SELECT pg_advisory_lock(\(Self.lockKey))")
@@ -121,6 +172,47 @@ public struct Migrator: Sendable {
             }
             logger.info("migration applied", ["migration.name": migration.name])
             appliedNow.append(migration.name)
+        }
+        appliedNow += try applyFunctionFiles(connection: connection)
+        return appliedNow
+    }
+
+    /// Function files whose text differs from the one last applied, in
+    /// number order; called with the advisory lock held, after migrations.
+    private func applyFunctionFiles(connection: Connection) throws -> [String] {
+        guard !functionFiles.isEmpty else { return [] }
+        try connection.execute("""
+            CREATE TABLE IF NOT EXISTS public.schema_functions (
+                name       TEXT PRIMARY KEY,
+                checksum   TEXT NOT NULL,
+                applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+            )
+            """)
+        var applied: [String: String] = [:]
+        for row in try connection.query("SELECT name, checksum FROM public.schema_functions") {
+            applied[try row.decode(String.self, at: 0)] = try row.decode(String.self, at: 1)
+        }
+        var appliedNow: [String] = []
+        for function in functionFiles {
+            let checksum = try connection.query("SELECT encode(sha256(convert_to(\(function.sql), 'UTF8')), 'hex')")
+                .single!.decode(String.self, at: 0)
+            if applied[function.name] == checksum { continue }
+            try connection.execute("BEGIN")
+            do {
+                try connection.executeScript(unsafeSQL: function.sql)
+                try connection.execute("""
+                    INSERT INTO public.schema_functions (name, checksum)
+                    VALUES (\(function.name), \(checksum))
+                    ON CONFLICT (name) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now()
+                    """)
+                try connection.execute("COMMIT")
+            } catch {
+                if !connection.isBroken { try? connection.execute("ROLLBACK") }
+                logger.error("function file failed", ["migration.name": "functions/" + function.name])
+                throw error
+            }
+            logger.info("function file applied", ["migration.name": "functions/" + function.name])
+            appliedNow.append("functions/" + function.name)
         }
         return appliedNow
     }

@@ -207,7 +207,7 @@ final class Upkeep: Sendable {
             do {
                 try pool.withConnection(deadline: .now + .seconds(5)) { connection in
                     if migrate {
-                        let migrator = try Migrator(files: Schema.migrationFiles, logger: logger)
+                        let migrator = try Schema.migrator(logger: logger)
                         // Migrations take what they take; connecting did not.
                         connection.deadline = .now + Self.migrationSecondsMax
                         try connection.execute("SET statement_timeout = 0")

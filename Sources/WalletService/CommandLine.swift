@@ -185,7 +185,7 @@ public enum WalletCommand {
         let logger = Logger(label: "wallet", level: configuration.logLevel)
         try withDatabase(configuration, logger: logger) { connection in
             try connection.execute("SET statement_timeout = 0")
-            let applied = try Migrator(files: Schema.migrationFiles, logger: logger).migrate(connection: connection)
+            let applied = try Schema.migrator(logger: logger).migrate(connection: connection)
             print(applied.isEmpty ? "database is up to date" : "applied: " + applied.joined(separator: ", "))
         }
         return 0
@@ -327,7 +327,7 @@ public enum WalletCommand {
         let connection = try Connection(options: options)
         defer { connection.close() }
         if migrateFirst {
-            try Migrator(files: Schema.migrationFiles, logger: logger).migrate(connection: connection)
+            try Schema.migrator(logger: logger).migrate(connection: connection)
         }
         try body(connection)
     }

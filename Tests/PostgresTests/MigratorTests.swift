@@ -59,6 +59,59 @@ struct MigratorTests {
         }
     }
 
+    @Test func functionFilesRunAfterMigrationsAndAgainOnlyWhenChanged() throws {
+        let options = try TestDatabase.makeEmpty()
+        let connection = try Connection(options: options)
+        let migrations = [(name: "0001_things.sql", sql: "CREATE TABLE things (id INT); INSERT INTO things VALUES (1), (2);")]
+        func function(_ name: String, _ body: String) -> (name: String, sql: String) {
+            (name, "CREATE OR REPLACE FUNCTION \(name.dropFirst(3).dropLast(4))() RETURNS BIGINT LANGUAGE sql AS $$ \(body) $$;")
+        }
+        // The function reads a table a migration makes: migrations come first.
+        let first = try Migrator(files: migrations, functionFiles: [
+            function("02_other.sql", "SELECT 7"),
+            function("01_counted.sql", "SELECT count(*) FROM things"),
+        ], logger: logger)
+        #expect(try first.migrate(connection: connection)
+            == ["0001_things.sql", "functions/01_counted.sql", "functions/02_other.sql"])
+        #expect(try first.migrate(connection: connection) == [])
+        #expect(try connection.query("SELECT counted(), other()")[0].decode(Int.self, at: 0) == 2)
+        let appliedAt = "SELECT name, applied_at::text FROM schema_functions ORDER BY name"
+        let before = try connection.query(PostgresQuery(unsafeSQL: appliedAt)).map { [$0[0], $0[1]] }
+
+        // Only the changed file runs again; the unchanged one keeps its record.
+        let changed = try Migrator(files: migrations, functionFiles: [
+            function("01_counted.sql", "SELECT count(*) * 10 FROM things"),
+            function("02_other.sql", "SELECT 7"),
+        ], logger: logger)
+        #expect(try changed.migrate(connection: connection) == ["functions/01_counted.sql"])
+        #expect(try changed.migrate(connection: connection) == [])
+        #expect(try connection.query("SELECT counted()")[0].decode(Int.self, at: 0) == 20)
+        let after = try connection.query(PostgresQuery(unsafeSQL: appliedAt)).map { [$0[0], $0[1]] }
+        #expect(after[1] == before[1])
+        #expect(after[0] != before[0])
+
+        // A failing change leaves the function and its record as they were.
+        let broken = try Migrator(files: migrations, functionFiles: [
+            ("01_counted.sql", "CREATE OR REPLACE FUNCTION counted() RETURNS BIGINT LANGUAGE sql AS $$ SELECT 1 $$; SELECT no_such_function();"),
+            function("02_other.sql", "SELECT 7"),
+        ], logger: logger)
+        #expect(throws: PostgresError.self) { try broken.migrate(connection: connection) }
+        #expect(try connection.query("SELECT counted()")[0].decode(Int.self, at: 0) == 20)
+        #expect(try changed.migrate(connection: connection) == [])
+    }
+
+    @Test func badFunctionFileNamesAndDuplicateNumbersAreRefused() throws {
+        #expect(throws: Migrator.MigrationError.badFunctionFileName("0001_f.sql")) {
+            try Migrator(files: [], functionFiles: [("0001_f.sql", "")], logger: logger)
+        }
+        #expect(throws: Migrator.MigrationError.badFunctionFileName("01_F.sql")) {
+            try Migrator(files: [], functionFiles: [("01_F.sql", "")], logger: logger)
+        }
+        #expect(throws: Migrator.MigrationError.duplicateFunctionNumber(1)) {
+            try Migrator(files: [], functionFiles: [("01_a.sql", ""), ("01_b.sql", "")], logger: logger)
+        }
+    }
+
     @Test func concurrentMigratorsApplyEachFileOnce() throws {
         let options = try TestDatabase.makeEmpty()
         // Each migration appends to a log table; a double application would show.

@@ -71,7 +71,7 @@ public enum TestDatabase {
         try connection.execute("CREATE DATABASE \(unsafeSQL: templateName)")
         var template = admin
         template.database = templateName
-        let migrator = try Migrator(files: Schema.migrationFiles, logger: Logger(label: "test", level: .error, sink: .discard))
+        let migrator = try Schema.migrator(logger: Logger(label: "test", level: .error, sink: .discard))
         try migrator.migrate(connection: try Connection(options: template))
         return base
     }

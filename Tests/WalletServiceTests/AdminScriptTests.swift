@@ -365,7 +365,7 @@ struct AdminScriptTests {
             "revoke.sql": ["user_id", "amount", "currency", "reason", "operator"],
         ]
         let tables = ["wallets", "entries", "credits", "products", "admin_audit", "idempotency_keys",
-                      "revoked_flow_nos", "api_keys"]
+                      "revoked_flow_nos", "appstore_refund_states", "api_keys"]
         for name in names {
             let text = try String(contentsOf: directory.appendingPathComponent(name), encoding: .utf8)
             let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)

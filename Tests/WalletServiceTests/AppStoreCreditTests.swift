@@ -162,6 +162,8 @@ struct AppStoreCreditTests {
             var notification = FakeAppStore.notification(type: type, signedTransactionInfo: apple.sign(transaction))
             notificationNumber += 1
             notification["notificationUUID"] = "00000000-0000-4000-8000-\(String(format: "%012d", notificationNumber))"
+            // Apple's order is signedDate order: each one a second after the last.
+            notification["signedDate"] = FakeAppStore.signedDateMilliseconds + Int64(notificationNumber) * 1000
             let response = try service.request("POST", "/v1/appstore/notifications",
                                                json: #"{"signedPayload":"\#(apple.sign(notification))"}"#)
             #expect(response.status == 200, "\(response.text)")

@@ -107,7 +107,7 @@ struct OperationsTests {
     private func migrated(_ options: Connection.Options) throws -> Connection.Options {
         let connection = try Connection(options: options)
         defer { connection.close() }
-        try Migrator(files: Schema.migrationFiles, logger: Logger(label: "test", sink: .discard)).migrate(connection: connection)
+        try Schema.migrator(logger: Logger(label: "test", sink: .discard)).migrate(connection: connection)
         return options
     }
 }
