@@ -5,9 +5,16 @@ import Synchronization
 /// Prometheus metrics, all prefixed `wallet_`: per-route request counts and
 /// latency histograms by status class, the database pool, database errors,
 /// and group-commit batches.
+///
+/// Every label value comes from a fixed set, never from the client: a method
+/// outside the standard ones counts as `other`, a path no route matches as
+/// `unmatched`. So the exposition stays the same size whatever clients send.
 final class Metrics: Sendable {
     static let latencyBucketsSeconds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
     static let batchSizeBuckets: [Double] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+
+    /// The methods counted by name; any other is `other`.
+    static let methods: Set<String> = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT"]
 
     private struct RouteKey: Hashable {
         var method: String
@@ -43,7 +50,8 @@ final class Metrics: Sendable {
     private let started = Date()
 
     func observeRequest(method: String, route: String?, status: Int, durationSeconds: Double) {
-        let key = RouteKey(method: method, route: route ?? "unmatched", statusClass: "\(status / 100)xx")
+        let key = RouteKey(method: Self.methods.contains(method) ? method : "other", route: route ?? "unmatched",
+                           statusClass: "\(status / 100)xx")
         state.withLock { state in
             state.requests[key, default: Histogram(bucketCount: Self.latencyBucketsSeconds.count)]
                 .observe(durationSeconds, bounds: Self.latencyBucketsSeconds)
