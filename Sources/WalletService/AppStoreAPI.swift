@@ -60,7 +60,10 @@ struct AppStoreAPI: Sendable {
         let queued = work.submit {
             do {
                 // Waiting in the queue used up the request's time: Apple retries.
-                guard ContinuousClock.now < deadline else { throw WalletError.overloaded }
+                guard ContinuousClock.now < deadline else {
+                    metrics.countNotification(failure: .overloaded)
+                    throw WalletError.overloaded
+                }
                 responder.send(try process(signedPayload, requestID: requestID))
             } catch {
                 responder.fail(error)
