@@ -11,17 +11,21 @@ import Foundation
 /// 1. Parse: three canonical base64url segments; a JSON header whose `alg` is
 ///    exactly `ES256` and whose `x5c` holds exactly three DER certificates; a
 ///    JSON payload with an integer `signedDate` (`malformed`, `bad_algorithm`).
-/// 2. Chain: `signedDate` may be at most 60 s ahead of the clock. The leaf
+/// 2. Signature: the leaf key is P-256 and the 64-byte r‖s ES256 signature
+///    verifies over the ASCII `header.payload`; DER signatures are refused
+///    (`bad_signature`). It comes before the chain because it is one P-256
+///    check, where the chain is two P-384 ones: a junk token that carries
+///    Apple's real certificates costs no chain work.
+/// 3. Chain: `signedDate` may be at most 60 s ahead of the clock. The leaf
 ///    x5c[0] must chain through the intermediate x5c[1] to a configured root,
 ///    checked by OpenSSL in X509 strict mode at `signedDate`; the path must be
 ///    exactly leaf → x5c[1] → root, and the leaf must not be a CA
 ///    (`untrusted_root`, `bad_chain`). x5c[2] is parsed but never used: trust
-///    comes only from the configured roots, as in Apple's library.
-/// 3. Marker extensions: 1.2.840.113635.100.6.11.1 on the leaf and
+///    comes only from the configured roots, as in Apple's library. A pair of
+///    leaf and intermediate that verified is remembered (see `ChainCache`),
+///    so the next token from it only has its dates checked.
+/// 4. Marker extensions: 1.2.840.113635.100.6.11.1 on the leaf and
 ///    1.2.840.113635.100.6.2.1 on the intermediate (`missing_apple_oid`).
-/// 4. Signature: the leaf key is P-256 and the 64-byte r‖s ES256 signature
-///    verifies over the ASCII `header.payload`; DER signatures are refused
-///    (`bad_signature`).
 /// 5. Claims: bundle ID, environment and, for notifications, the app's Apple
 ///    ID (`bundle_mismatch`, `environment_not_allowed`). A notification's
 ///    nested transaction and renewal info are then verified on their own and
@@ -36,9 +40,12 @@ public struct SignedDataVerifier: Sendable {
     static let intermediateMarkerOID = "1.2.840.113635.100.6.2.1"
 
     public let configuration: VerifierConfiguration
+    /// Chains that verified; shared by copies of this verifier.
+    public let chainCache: ChainCache
 
-    public init(configuration: VerifierConfiguration) {
+    public init(configuration: VerifierConfiguration, chainCacheEntriesMax: Int = ChainCache.entriesMaxDefault) {
         self.configuration = configuration
+        self.chainCache = ChainCache(entriesMax: chainCacheEntriesMax)
     }
 
     /// Verifies a signed transaction (JWSTransaction).
@@ -86,13 +93,36 @@ public struct SignedDataVerifier: Sendable {
 
     func authenticate(_ jws: String) throws(VerificationError) -> AuthenticatedPayload {
         let token = try CompactJWS(jws)
+        try checkSignature(token)
         try checkChain(token)
         try checkMarkerExtensions(token)
-        try checkSignature(token)
         return AuthenticatedPayload(payloadJSON: Data(token.payloadJSON))
     }
 
     private func checkChain(_ token: CompactJWS) throws(VerificationError) {
+        let now = configuration.clock()
+        let key = ChainCache.key(leaf: token.leaf, intermediate: token.intermediate)
+        if let window = chainCache.window(for: key, now: now) {
+            // The pair is known to chain to a configured root; only the time
+            // is the token's own. Outside the window the full check below
+            // gives the precise reason.
+            let verificationSeconds = (Double(token.signedDateMilliseconds) / 1000).rounded(.down)
+            let (latestMilliseconds, overflow) = Self.milliseconds(now).addingReportingOverflow(
+                Self.signedDateFutureToleranceMilliseconds
+            )
+            if (overflow || token.signedDateMilliseconds <= latestMilliseconds),
+               verificationSeconds >= window.notBefore.timeIntervalSince1970,
+               verificationSeconds <= window.notAfter.timeIntervalSince1970 {
+                return
+            }
+        }
+        chainCache.countVerification()
+        let root = try verifyChainFully(token)
+        chainCache.remember(key, window: ChainCache.Window(path: [token.leaf, token.intermediate, root]), now: now)
+    }
+
+    /// The full check at `signedDate`; returns the root the path ends at.
+    private func verifyChainFully(_ token: CompactJWS) throws(VerificationError) -> Certificate {
         let nowMilliseconds = Self.milliseconds(configuration.clock())
         let (latestMilliseconds, overflow) = nowMilliseconds.addingReportingOverflow(
             Self.signedDateFutureToleranceMilliseconds
@@ -119,6 +149,7 @@ public struct SignedDataVerifier: Sendable {
         guard !token.leaf.isCA else {
             throw VerificationError(.bad_chain, "x5c[0] is a CA certificate, not a signing leaf")
         }
+        return path[2]
     }
 
     /// Milliseconds since 1970, clamped to what Int64 holds.

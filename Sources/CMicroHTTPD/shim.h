@@ -66,6 +66,13 @@ CMicroHTTPD_option_notify_completed(MHD_RequestCompletedCallback callback, void 
 }
 
 static inline struct MHD_OptionItem
+CMicroHTTPD_option_notify_connection(MHD_NotifyConnectionCallback callback, void *cls)
+{
+    struct MHD_OptionItem item = { MHD_OPTION_NOTIFY_CONNECTION, (intptr_t) callback, cls };
+    return item;
+}
+
+static inline struct MHD_OptionItem
 CMicroHTTPD_option_end(void)
 {
     struct MHD_OptionItem item = { MHD_OPTION_END, 0, NULL };

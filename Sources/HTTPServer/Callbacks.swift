@@ -62,6 +62,23 @@ func requestCompletedCallback(
     core.completed(context, connection: connection, reason: reason)
 }
 
+/// MHD_OPTION_NOTIFY_CONNECTION: a connection was accepted, or is closing
+/// (its socket still open).
+func connectionNotifyCallback(
+    _ cls: UnsafeMutableRawPointer?,
+    _ connection: OpaquePointer?,
+    _ socketContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
+    _ code: MHD_ConnectionNotificationCode
+) {
+    guard let cls, let connection else { return }
+    let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
+    switch code {
+    case .CONNECTION_NOTIFY_STARTED: core.connectionStarted(connection)
+    case .CONNECTION_NOTIFY_CLOSED: core.connectionClosed(connection)
+    default: break
+    }
+}
+
 /// MHD_get_connection_values_n iterator for request headers.
 func collectHeaderCallback(
     _ cls: UnsafeMutableRawPointer?,

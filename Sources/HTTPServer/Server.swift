@@ -60,7 +60,9 @@ public final class Server: Sendable {
         public var maxConnections: Int
         /// A connection with no traffic for this long is closed.
         public var idleTimeoutSeconds: Int
-        /// A request still arriving this long after its request line gets 408.
+        /// A request must arrive in full, headers included, this long after
+        /// the connection was accepted (or, kept alive, after its request
+        /// line); one still arriving then gets 408 or is cut off.
         public var requestTimeoutSeconds: Int
         /// How long `shutdown()` waits for requests in flight.
         public var shutdownGraceSeconds: Int
@@ -178,6 +180,7 @@ public final class Server: Sendable {
         }
         let context = Unmanaged.passRetained(core)
         let cls = context.toOpaque()
+        core.deadlines.start()
         var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
             | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_ITC.rawValue | MHD_USE_ERROR_LOG.rawValue
         if address.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
@@ -188,6 +191,7 @@ public final class Server: Sendable {
                 CMicroHTTPD_option_logger(libraryLogCallback, cls),
                 CMicroHTTPD_option_uri_log(requestLineCallback, cls),
                 CMicroHTTPD_option_notify_completed(requestCompletedCallback, cls),
+                CMicroHTTPD_option_notify_connection(connectionNotifyCallback, cls),
                 CMicroHTTPD_option_uint(.CONNECTION_LIMIT, UInt32(configuration.maxConnections)),
                 CMicroHTTPD_option_uint(.CONNECTION_TIMEOUT, UInt32(configuration.idleTimeoutSeconds)),
                 CMicroHTTPD_option_size(.CONNECTION_MEMORY_LIMIT, configuration.connectionMemoryLimitBytes),
@@ -202,6 +206,7 @@ public final class Server: Sendable {
             }
         }
         guard let daemon else {
+            core.deadlines.stop()
             context.release()
             let messages = core.recentLibraryMessages()
             throw .startFailed(messages.isEmpty ? "libmicrohttpd returned no daemon" : messages.joined(separator: "; "))
@@ -261,6 +266,7 @@ public final class Server: Sendable {
         }
 
         MHD_stop_daemon(running.daemon)
+        core.deadlines.stop()
         if listenSocket >= 0 {
             close(listenSocket)
         }

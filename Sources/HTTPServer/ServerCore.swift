@@ -15,6 +15,8 @@ final class ServerCore: Sendable {
     let routes: RouteTable
     let logger: Logger
     let observer: (@Sendable (CompletedRequest) -> Void)?
+    /// Bounds each request's arrival, headers included.
+    let deadlines: RequestDeadlines
 
     /// Requests handed to a handler and not yet completed, keyed by identity.
     /// At most one per connection, so bounded by `maxConnections`.
@@ -37,6 +39,9 @@ final class ServerCore: Sendable {
         self.routes = routes
         self.logger = logger
         self.observer = observer
+        self.deadlines = RequestDeadlines(
+            requestTimeoutSeconds: configuration.requestTimeoutSeconds,
+            idleTimeoutSeconds: configuration.idleTimeoutSeconds, maxConnections: configuration.maxConnections)
     }
 
     // MARK: Lifecycle support
@@ -76,12 +81,28 @@ final class ServerCore: Sendable {
         libraryMessages.withLock { $0 }
     }
 
+    // MARK: Connections
+
+    func connectionStarted(_ connection: OpaquePointer) {
+        let socket = CMicroHTTPD_connection_fd(connection)
+        guard socket >= 0 else { return }
+        if !deadlines.connectionStarted(Int(bitPattern: connection), socket: socket) {
+            logger.warning("connection refused: too many connections tracked", [:])
+            _ = Glibc.shutdown(socket, Int32(SHUT_RDWR))
+        }
+    }
+
+    func connectionClosed(_ connection: OpaquePointer) {
+        deadlines.connectionClosed(Int(bitPattern: connection))
+    }
+
     // MARK: Request phases
 
     /// The request line has arrived. The request as a whole must arrive within
     /// the request timeout, so the connection's inactivity timeout is
     /// shortened to it until the request is dispatched.
     func requestLineReceived(_ context: RequestContext, connection: OpaquePointer) {
+        deadlines.requestLineArrived(Int(bitPattern: connection))
         setTimeout(context, connection, seconds: min(configuration.idleTimeoutSeconds, configuration.requestTimeoutSeconds))
     }
 
@@ -223,6 +244,7 @@ final class ServerCore: Sendable {
         guard let route = context.route, let target = context.target else {
             preconditionFailure("dispatch without a matched route")
         }
+        deadlines.requestArrived(Int(bitPattern: connection))
         setTimeout(context, connection, seconds: configuration.idleTimeoutSeconds)
         let request = Request(
             method: context.method,
@@ -252,6 +274,9 @@ final class ServerCore: Sendable {
     // MARK: Completion
 
     func completed(_ context: RequestContext, connection: OpaquePointer?, reason: MHD_RequestTerminationCode) {
+        if let connection {
+            deadlines.requestEnded(Int(bitPattern: connection))
+        }
         if reason == .REQUEST_TERMINATED_TIMEOUT_REACHED, let connection {
             switch context.phase {
             case .headers, .body:
@@ -281,6 +306,7 @@ final class ServerCore: Sendable {
             mhdResponse = makeLibraryResponse(response, context)
         }
         guard let mhdResponse else { return .NO }
+        deadlines.requestArrived(Int(bitPattern: connection))
         setTimeout(context, connection, seconds: configuration.idleTimeoutSeconds)
         let result = MHD_queue_response(connection, UInt32(response.status), mhdResponse)
         MHD_destroy_response(mhdResponse)

@@ -128,33 +128,53 @@ struct APIKeys: Sendable {
 
 /// Finds the client for a bearer secret, with a short cache so a hot key
 /// costs no query. Entries live `timeToLiveSeconds` (revocation reaches
-/// every instance within that), and the cache holds at most `entriesMax`.
+/// every instance within that).
+///
+/// Known keys and unknown ones are cached apart, each with its own bound
+/// (`entriesMax`, `missesMax`): anyone can present random secrets, and a
+/// flood of them must neither evict the keys in use nor cost a query each
+/// time one repeats. An unknown secret costs one lookup per period while the
+/// miss cache holds it; a full miss cache is emptied, never the key cache.
 final class Authenticator: Sendable {
-    private struct Entry {
-        var client: APIClient?
-        var expires: ContinuousClock.Instant
+    private struct Cache {
+        var clients: [[UInt8]: (client: APIClient, expires: ContinuousClock.Instant)] = [:]
+        var misses: [[UInt8]: ContinuousClock.Instant] = [:]
     }
 
     let timeToLiveSeconds: Double
     let entriesMax: Int
-    private let cache = Mutex<[[UInt8]: Entry]>([:])
+    let missesMax: Int
+    private let cache = Mutex(Cache())
     private let pool: ConnectionPool
+    private let lookupCount = Atomic<Int>(0)
 
-    init(pool: ConnectionPool, timeToLiveSeconds: Double = 2, entriesMax: Int = 10_000) {
+    init(pool: ConnectionPool, timeToLiveSeconds: Double = 2, entriesMax: Int = 10_000, missesMax: Int = 10_000) {
         self.pool = pool
         self.timeToLiveSeconds = timeToLiveSeconds
         self.entriesMax = entriesMax
+        self.missesMax = missesMax
     }
+
+    /// Database lookups made so far.
+    var lookups: Int { lookupCount.load(ordering: .relaxed) }
 
     /// The client for an `Authorization` header value, or an error.
     func client(authorization: String?) throws(WalletError) -> APIClient {
         guard let secret = authorization.flatMap(Self.bearerSecret) else { throw .unauthorized }
         let hash = SHA256.hash(secret)
         let now = ContinuousClock.now
-        if let entry = cache.withLock({ $0[hash] }), entry.expires > now {
-            guard let client = entry.client else { throw .unauthorized }
-            return client
+        enum Cached { case client(APIClient), miss, none }
+        let cached = cache.withLock { cache -> Cached in
+            if let entry = cache.clients[hash], entry.expires > now { return .client(entry.client) }
+            if let expires = cache.misses[hash], expires > now { return .miss }
+            return .none
         }
+        switch cached {
+        case .client(let client): return client
+        case .miss: throw .unauthorized
+        case .none: break
+        }
+        lookupCount.add(1, ordering: .relaxed)
         let client: APIClient?
         do {
             // On a server thread: bounded like every read there.
@@ -164,12 +184,23 @@ final class Authenticator: Sendable {
         } catch {
             throw .databaseUnavailable
         }
+        let expires = now + .milliseconds(Int(timeToLiveSeconds * 1000))
         cache.withLock { cache in
-            if cache.count >= entriesMax {
-                cache = cache.filter { $0.value.expires > now }
-                if cache.count >= entriesMax { cache.removeAll(keepingCapacity: true) }
+            if let client {
+                cache.misses[hash] = nil
+                if cache.clients[hash] == nil, cache.clients.count >= entriesMax {
+                    cache.clients = cache.clients.filter { $0.value.expires > now }
+                    if cache.clients.count >= entriesMax { cache.clients.removeAll(keepingCapacity: true) }
+                }
+                cache.clients[hash] = (client, expires)
+            } else {
+                cache.clients[hash] = nil
+                if cache.misses[hash] == nil, cache.misses.count >= missesMax {
+                    cache.misses = cache.misses.filter { $0.value > now }
+                    if cache.misses.count >= missesMax { cache.misses.removeAll(keepingCapacity: true) }
+                }
+                cache.misses[hash] = expires
             }
-            cache[hash] = Entry(client: client, expires: now + .milliseconds(Int(timeToLiveSeconds * 1000)))
         }
         guard let client else { throw .unauthorized }
         return client

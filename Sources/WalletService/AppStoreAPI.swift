@@ -11,13 +11,16 @@ import WalletCore
 struct AppStoreAPI: Sendable {
     let pool: ConnectionPool
     let verifier: SignedDataVerifier
+    /// Where notifications are verified and applied, apart from the pool
+    /// that asks Apple about receipts: junk here must not delay credits.
+    let work: BlockingWork
     let metrics: Metrics
     let readiness: Readiness
     let requestTimeoutSeconds: Int
     let logger: Logger
 
     func register(on router: Router) {
-        router.add("POST", "/v1/appstore/notifications", sync: postNotification)
+        router.add("POST", "/v1/appstore/notifications", postNotification)
     }
 
     struct NotificationBody: Decodable {
@@ -34,19 +37,58 @@ struct AppStoreAPI: Sendable {
         }
     }
 
-    func postNotification(_ request: Request) throws -> Response {
-        let json = try JSONBody.parse(request)
-        guard case .string(let signedPayload)? = json["signedPayload"], !signedPayload.isEmpty else {
-            throw WalletError.validationFailed([FieldError(field: "signedPayload", message: "is required: Apple's signed notification")])
+    /// Parses on the server thread (cheap, bounded by the body limit), then
+    /// verifies and applies on `work`, a bounded pool: the request carries no
+    /// key, so anyone can send one, and a signature check or a database wait
+    /// must not hold a server thread. A full pool answers 503 `overloaded`
+    /// with `Retry-After`; Apple retries.
+    func postNotification(_ request: Request, _ responder: Responder) {
+        let signedPayload: String
+        do {
+            let json = try JSONBody.parse(request)
+            guard case .string(let text)? = json["signedPayload"], !text.isEmpty else {
+                throw WalletError.validationFailed([FieldError(field: "signedPayload", message: "is required: Apple's signed notification")])
+            }
+            signedPayload = text
+        } catch {
+            metrics.countNotification(failure: .refused, reason: .malformed)
+            responder.fail(error)
+            return
         }
+        let deadline = ContinuousClock.now + .seconds(requestTimeoutSeconds)
+        let requestID = request.requestID
+        let queued = work.submit {
+            do {
+                // Waiting in the queue used up the request's time: Apple retries.
+                guard ContinuousClock.now < deadline else {
+                    metrics.countNotification(failure: .overloaded)
+                    throw WalletError.overloaded
+                }
+                responder.send(try process(signedPayload, requestID: requestID))
+            } catch {
+                responder.fail(error)
+            }
+        }
+        if !queued {
+            metrics.countNotification(failure: .overloaded)
+            logger.warning("notification refused: too much notification work queued", ["request.id": requestID])
+            responder.fail(WalletError.overloaded)
+        }
+    }
+
+    private func process(_ signedPayload: String, requestID: String) throws -> Response {
         let notification: VerifiedNotification
         do {
             notification = try verifier.verifyNotification(signedPayload)
         } catch {
-            logger.info("notification refused", ["request.id": request.requestID, "appstore.reason": error.reason.rawValue])
+            metrics.countNotification(failure: .refused, reason: error.reason)
+            logger.warning("notification refused", ["request.id": requestID, "appstore.reason": error.reason.rawValue])
             throw WalletError.verificationFailed(reason: error.reason.rawValue, detail: error.detail)
         }
-        guard readiness.isSchemaReady else { throw WalletError.databaseUnavailable }
+        guard readiness.isSchemaReady else {
+            metrics.countNotification(failure: .error)
+            throw WalletError.databaseUnavailable
+        }
         let payload = notification.payload
         let transaction = notification.transaction?.payload
         let record = LedgerStore.NotificationRecord(
@@ -57,10 +99,17 @@ struct AppStoreAPI: Sendable {
             productType: transaction?.type.rawValue, revocationType: transaction?.revocationType,
             revocationPercentage: transaction.flatMap { $0.revocationPercentage.map(Int64.init) },
             payloadJSON: String(decoding: notification.payloadJSON, as: UTF8.self))
-        let outcome = try WalletAPI.read(pool: pool, metrics: metrics, timeoutSeconds: Double(requestTimeoutSeconds)) {
-            try LedgerStore.applyNotification(record, on: $0)
+        let outcome: String
+        do {
+            outcome = try WalletAPI.read(pool: pool, metrics: metrics, timeoutSeconds: Double(requestTimeoutSeconds)) {
+                try LedgerStore.applyNotification(record, on: $0)
+            }
+        } catch {
+            metrics.countNotification(failure: .error)
+            throw error
         }
-        logger.info("notification applied", ["request.id": request.requestID, "appstore.type": payload.notificationType,
+        metrics.countNotification(outcome: outcome)
+        logger.info("notification applied", ["request.id": requestID, "appstore.type": payload.notificationType,
                                               "appstore.outcome": outcome])
         return .json(NotificationResponse(notificationUUID: payload.notificationUUID,
                                           notificationType: payload.notificationType, outcome: outcome))

@@ -22,8 +22,12 @@ public final class Application: Sendable {
     let server: Server
     let router: Router
     let blockingWork: BlockingWork
+    let notificationWork: BlockingWork
     private let logger: Logger
     private let upkeep: Upkeep
+
+    static let notificationThreads = 2
+    static let notificationQueueDepthMax = 32
 
     init(configuration: Configuration, databaseConninfo: String, embeddedDatabase: EmbeddedDatabase?,
          logger: Logger) throws {
@@ -56,6 +60,11 @@ public final class Application: Sendable {
         router = Router()
         let transactions = try AppStoreSetup.verifier(configuration.apple)
         blockingWork = BlockingWork(threads: 4, queueDepthMax: 256)
+        // Notifications need no key, so their work is CPU (signature checks)
+        // anyone can ask for: two threads, and a short queue past which Apple
+        // is told to retry.
+        notificationWork = BlockingWork(threads: Self.notificationThreads, queueDepthMax: Self.notificationQueueDepthMax,
+                                        name: "wallet-notifications")
         let api = WalletAPI(
             pool: pool, groupCommit: groupCommit, authenticator: Authenticator(pool: pool),
             credits: CreditVerification(configuration: configuration, transactions: transactions),
@@ -64,7 +73,7 @@ public final class Application: Sendable {
         api.register(on: router)
         OperationsAPI(pool: pool, readiness: readiness, metrics: metrics, groupCommit: groupCommit)
             .register(on: router)
-        AppStoreAPI(pool: pool, verifier: transactions, metrics: metrics,
+        AppStoreAPI(pool: pool, verifier: transactions, work: notificationWork, metrics: metrics,
                     readiness: readiness, requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger)
             .register(on: router)
 
@@ -108,6 +117,7 @@ public final class Application: Sendable {
     public func shutdown() {
         server.shutdown()
         blockingWork.stop()
+        notificationWork.stop()
         groupCommit.shutdown(timeoutSeconds: 10)
         upkeep.stop()
         writerPool.shutdown()

@@ -13,11 +13,11 @@ final class BlockingWork: Sendable {
     nonisolated(unsafe) private var state = State()  // guarded by `condition`
     private let queueDepthMax: Int
 
-    init(threads: Int, queueDepthMax: Int) {
+    init(threads: Int, queueDepthMax: Int, name: String = "wallet-blocking") {
         self.queueDepthMax = queueDepthMax
         for index in 0..<threads {
             let thread = Thread { [self] in run() }
-            thread.name = "wallet-blocking-\(index)"
+            thread.name = "\(name)-\(index)"
             thread.start()
         }
     }

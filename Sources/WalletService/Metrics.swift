@@ -1,13 +1,44 @@
+import AppStore
 import Foundation
 import Postgres
 import Synchronization
 
 /// Prometheus metrics, all prefixed `wallet_`: per-route request counts and
 /// latency histograms by status class, the database pool, database errors,
-/// and group-commit batches.
+/// group-commit batches and App Store notifications.
+///
+/// Every label value comes from a fixed set, never from the client: a method
+/// outside the standard ones counts as `other`, a path no route matches as
+/// `unmatched`, an unknown notification outcome as `other`. So the exposition
+/// stays the same size whatever clients send.
 final class Metrics: Sendable {
     static let latencyBucketsSeconds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
     static let batchSizeBuckets: [Double] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+
+    /// The methods counted by name; any other is `other`.
+    static let methods: Set<String> = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT"]
+
+    /// The outcomes of `wallet.apply_appstore_notification` counted by name;
+    /// any other is `other`.
+    static let notificationOutcomes: Set<String> = [
+        "refunded", "already_refunded", "reversed", "not_refunded", "not_reversible", "revoked", "recorded",
+        "duplicate", "superseded",
+    ]
+
+    /// How a notification ended when it was not applied.
+    enum NotificationFailure: String {
+        /// Refused by verification; counted with its reason.
+        case refused
+        /// The pool for notification work was full; answered 503.
+        case overloaded
+        /// The database failed or could not be reached.
+        case error
+    }
+
+    private struct NotificationKey: Hashable {
+        var outcome: String
+        var reason: String?
+    }
 
     private struct RouteKey: Hashable {
         var method: String
@@ -37,13 +68,15 @@ final class Metrics: Sendable {
         var requests: [RouteKey: Histogram] = [:]
         var databaseErrors: [String: UInt64] = [:]
         var batches: [String: Histogram] = [:]
+        var notifications: [NotificationKey: UInt64] = [:]
     }
 
     private let state = Mutex(State())
     private let started = Date()
 
     func observeRequest(method: String, route: String?, status: Int, durationSeconds: Double) {
-        let key = RouteKey(method: method, route: route ?? "unmatched", statusClass: "\(status / 100)xx")
+        let key = RouteKey(method: Self.methods.contains(method) ? method : "other", route: route ?? "unmatched",
+                           statusClass: "\(status / 100)xx")
         state.withLock { state in
             state.requests[key, default: Histogram(bucketCount: Self.latencyBucketsSeconds.count)]
                 .observe(durationSeconds, bounds: Self.latencyBucketsSeconds)
@@ -60,6 +93,19 @@ final class Metrics: Sendable {
         default: kind = error.sqlState.map { "sqlstate_\($0.code)" } ?? "other"
         }
         state.withLock { $0.databaseErrors[kind, default: 0] += 1 }
+    }
+
+    /// Counts a notification applied with the SQL function's `outcome`.
+    func countNotification(outcome: String) {
+        let key = NotificationKey(outcome: Self.notificationOutcomes.contains(outcome) ? outcome : "other")
+        state.withLock { $0.notifications[key, default: 0] += 1 }
+    }
+
+    /// Counts a notification that was not applied; a refusal carries its
+    /// verification reason, a fixed set.
+    func countNotification(failure: NotificationFailure, reason: VerificationFailure? = nil) {
+        let key = NotificationKey(outcome: failure.rawValue, reason: failure == .refused ? reason?.rawValue ?? "malformed" : nil)
+        state.withLock { $0.notifications[key, default: 0] += 1 }
     }
 
     func observeBatch(operation: String, size: Int) {
@@ -107,6 +153,13 @@ final class Metrics: Sendable {
         for operation in snapshot.batches.keys.sorted() {
             histogram(&out, name: "wallet_batch_operations", labels: "operation=\"\(operation)\"",
                       histogram: snapshot.batches[operation]!, bounds: Self.batchSizeBuckets)
+        }
+        out += "# HELP wallet_appstore_notifications_total App Store notifications by outcome, and refusals by reason.\n"
+        out += "# TYPE wallet_appstore_notifications_total counter\n"
+        let notificationKeys = snapshot.notifications.keys.sorted { ($0.outcome, $0.reason ?? "") < ($1.outcome, $1.reason ?? "") }
+        for key in notificationKeys {
+            let labels = key.reason.map { "outcome=\"\(key.outcome)\",reason=\"\($0)\"" } ?? "outcome=\"\(key.outcome)\""
+            out += "wallet_appstore_notifications_total{\(labels)} \(snapshot.notifications[key]!)\n"
         }
         out += "# HELP wallet_writer_queue_depth Operations waiting for a database writer.\n"
         out += "# TYPE wallet_writer_queue_depth gauge\nwallet_writer_queue_depth \(writerQueueDepth)\n"

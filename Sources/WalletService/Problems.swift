@@ -55,7 +55,7 @@ extension WalletError: ProblemConvertible {
                            headers: [("Retry-After", "5")])
         case .overloaded:
             return Problem(status: 503, code: "overloaded", title: "Overloaded",
-                           detail: "too many requests are waiting for the database; retry later",
+                           detail: "too many requests are queued for the database or for verification; retry later",
                            headers: [("Retry-After", "1")])
         case .databaseUnavailable:
             return Problem(status: 503, code: "database_unavailable", title: "Database unavailable",

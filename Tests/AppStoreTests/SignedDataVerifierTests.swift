@@ -479,8 +479,13 @@ import Testing
         let everythingWrong = FakeAppStore.transaction(bundleID: "com.example.other", environment: "Xcode")
         let derSigned = store.sign(everythingWrong) { store.leafKey.signES256DER(Array($0.utf8)) }
 
-        #expect(reason(store, derSigned, verifier: other.verifier()) == .untrusted_root)
-        #expect(reason(store, derSigned) == .missing_apple_oid)
+        // The signature comes first: it is the cheapest check that anyone
+        // without Apple's key fails.
+        #expect(reason(store, derSigned, verifier: other.verifier()) == .bad_signature)
+        #expect(reason(store, derSigned) == .bad_signature)
+        let signed = store.sign(everythingWrong)
+        #expect(reason(store, signed, verifier: other.verifier()) == .untrusted_root)
+        #expect(reason(store, signed) == .missing_apple_oid)
         let noMarkerCheck = try FakeAppStore()
         let signedWrongly = noMarkerCheck.sign(everythingWrong) { noMarkerCheck.leafKey.signES256DER(Array($0.utf8)) }
         #expect(reason(noMarkerCheck, signedWrongly) == .bad_signature)

@@ -1,0 +1,174 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Bounds the time a request may take to arrive, headers included.
+///
+/// libmicrohttpd's connection timeout is an inactivity timeout: every byte
+/// resets it, so a client that sends one header byte every few seconds would
+/// hold its connection slot for ever, and `maxConnections` such clients lock
+/// everyone out. Here each open connection has a deadline by which its
+/// current request must have arrived in full:
+///
+/// - a new connection: `requestTimeoutSeconds` after it was accepted;
+/// - a kept-alive one: `idleTimeoutSeconds + requestTimeoutSeconds` after the
+///   previous request ended, and `requestTimeoutSeconds` after the next
+///   request line, whichever comes first;
+/// - none while a request that arrived is being answered.
+///
+/// A sweeper thread wakes at the earliest deadline and shuts down the socket
+/// of every connection past its own; libmicrohttpd then sees the connection
+/// end and closes it. Each deadline carries `cutGraceSeconds` more, so that
+/// where the server's own checks can still answer 408 (a client that stalls,
+/// or sends more body after the deadline) they do first; what the sweeper
+/// cuts is a client that keeps sending headers too slowly to finish.
+///
+/// Connections are known by libmicrohttpd's notifications. In 0.9.75 the
+/// "closed" notification comes before the library closes the socket (see
+/// `MHD_cleanup_connections`), and it takes this registry's lock, so a socket
+/// is only ever shut down while it still belongs to the connection it was
+/// registered for: a number reused for a later connection cannot be hit.
+final class RequestDeadlines: Sendable {
+    private struct Slot {
+        var socket: Int32
+        /// When the request now arriving must be complete; nil while answering.
+        var deadline: ContinuousClock.Instant?
+    }
+
+    private struct State {
+        var slots: [Int: Slot] = [:]
+        /// The sweeper sleeps until then, unless woken for an earlier deadline.
+        var nextWake: ContinuousClock.Instant?
+        var stopping = false
+        var sweeperRunning = false
+        var cutCount = 0
+    }
+
+    private let condition = NSCondition()
+    nonisolated(unsafe) private var state = State()  // guarded by `condition`
+    private let requestTimeout: Duration
+    private let keepAliveAllowance: Duration
+    /// libmicrohttpd enforces its connection limit; this is a second bound in
+    /// case its count and ours ever differ.
+    let slotsMax: Int
+
+    static let cutGraceSeconds = 1
+
+    init(requestTimeoutSeconds: Int, idleTimeoutSeconds: Int, maxConnections: Int) {
+        requestTimeout = .seconds(requestTimeoutSeconds + Self.cutGraceSeconds)
+        keepAliveAllowance = .seconds(idleTimeoutSeconds + requestTimeoutSeconds + Self.cutGraceSeconds)
+        slotsMax = maxConnections * 2
+    }
+
+    /// Connections cut at their deadline so far.
+    var cutCount: Int {
+        locked { $0.cutCount }
+    }
+
+    func start() {
+        locked { $0.sweeperRunning = true }
+        let thread = Thread { [self] in sweep() }
+        thread.name = "wallet-http-deadlines"
+        thread.start()
+    }
+
+    /// Stops the sweeper and waits for it, at most a second.
+    func stop() {
+        condition.lock()
+        state.stopping = true
+        condition.broadcast()
+        let until = Date(timeIntervalSinceNow: 1)
+        while state.sweeperRunning, condition.wait(until: until) {}
+        condition.unlock()
+    }
+
+    /// A connection was accepted. False when the registry is full: the caller
+    /// then shuts the socket down itself.
+    func connectionStarted(_ key: Int, socket: Int32) -> Bool {
+        let deadline = ContinuousClock.now + requestTimeout
+        return locked { state in
+            guard state.slots.count < slotsMax else { return false }
+            state.slots[key] = Slot(socket: socket, deadline: deadline)
+            wakeIfEarlier(deadline, &state)
+            return true
+        }
+    }
+
+    /// The connection is closing; its socket is still open.
+    func connectionClosed(_ key: Int) {
+        locked { _ = $0.slots.removeValue(forKey: key) }
+    }
+
+    /// A request line arrived: the rest must follow within the request timeout.
+    func requestLineArrived(_ key: Int) {
+        let deadline = ContinuousClock.now + requestTimeout
+        locked { state in
+            guard var slot = state.slots[key] else { return }
+            slot.deadline = min(slot.deadline ?? deadline, deadline)
+            state.slots[key] = slot
+            wakeIfEarlier(deadline, &state)
+        }
+    }
+
+    /// The request arrived in full (or was answered early): no deadline while
+    /// it is being answered.
+    func requestArrived(_ key: Int) {
+        locked { state in
+            state.slots[key]?.deadline = nil
+        }
+    }
+
+    /// The request ended; on a kept-alive connection the next one may come.
+    func requestEnded(_ key: Int) {
+        let deadline = ContinuousClock.now + keepAliveAllowance
+        locked { state in
+            guard state.slots[key] != nil else { return }
+            state.slots[key]?.deadline = deadline
+            wakeIfEarlier(deadline, &state)
+        }
+    }
+
+    private func wakeIfEarlier(_ deadline: ContinuousClock.Instant, _ state: inout State) {
+        if state.nextWake.map({ deadline < $0 }) ?? true {
+            state.nextWake = deadline
+            condition.signal()
+        }
+    }
+
+    private func sweep() {
+        condition.lock()
+        defer {
+            state.sweeperRunning = false
+            condition.broadcast()
+            condition.unlock()
+        }
+        while !state.stopping {
+            let now = ContinuousClock.now
+            var earliest: ContinuousClock.Instant?
+            for (key, slot) in state.slots {
+                guard let deadline = slot.deadline else { continue }
+                if deadline <= now {
+                    // Under the lock: the connection cannot have closed its socket yet.
+                    _ = Glibc.shutdown(slot.socket, Int32(SHUT_RDWR))
+                    state.slots[key]?.deadline = nil
+                    state.cutCount += 1
+                } else if earliest.map({ deadline < $0 }) ?? true {
+                    earliest = deadline
+                }
+            }
+            state.nextWake = earliest
+            // Without deadlines, sleep until one is set (which signals).
+            let wait = earliest.map { now.duration(to: $0) } ?? .seconds(3600)
+            let seconds = Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18
+            _ = condition.wait(until: Date(timeIntervalSinceNow: seconds + 0.001))
+        }
+    }
+
+    private func locked<T>(_ body: (inout State) -> T) -> T {
+        condition.lock()
+        defer { condition.unlock() }
+        return body(&state)
+    }
+}

@@ -1,0 +1,46 @@
+import Foundation
+import Testing
+import TestSupport
+import WalletCore
+@testable import WalletService
+
+/// The API key cache keeps misses apart from hits.
+@Suite(.timeLimit(.minutes(2)))
+struct AuthenticatorCacheTests {
+    @Test func aFloodOfUnknownKeysNeitherEvictsValidOnesNorCostsALookupEachRepeat() throws {
+        let service = try TestService()
+        defer { service.stop() }
+        let authenticator = Authenticator(pool: service.application.pool, timeToLiveSeconds: 1, entriesMax: 8,
+                                          missesMax: 64)
+        let valid = "Bearer " + service.gameServerKey
+        #expect(try authenticator.client(authorization: valid).name == "game-server")
+        #expect(authenticator.lookups == 1)
+
+        // Many more random keys than either bound: each costs its one lookup.
+        for _ in 0..<1_000 {
+            #expect(throws: WalletError.unauthorized) {
+                try authenticator.client(authorization: "Bearer " + APIKeys.makeSecret())
+            }
+        }
+        #expect(authenticator.lookups == 1_001)
+        // The valid key is still served from the cache.
+        #expect(try authenticator.client(authorization: valid).name == "game-server")
+        #expect(authenticator.lookups == 1_001)
+
+        // A repeated unknown key costs one lookup per cache period.
+        let unknown = "Bearer " + APIKeys.makeSecret()
+        let before = authenticator.lookups
+        let started = ContinuousClock.now
+        var calls = 0
+        while authenticator.lookups < before + 2, ContinuousClock.now < started + .seconds(20) {
+            #expect(throws: WalletError.unauthorized) { try authenticator.client(authorization: unknown) }
+            calls += 1
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        let elapsed = started.duration(to: .now)
+        // Two lookups took a whole period, however many tries were made.
+        #expect(authenticator.lookups == before + 2)
+        #expect(elapsed >= .seconds(1))
+        #expect(calls > 2)
+    }
+}

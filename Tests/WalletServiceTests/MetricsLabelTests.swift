@@ -1,0 +1,25 @@
+import Foundation
+import Testing
+import TestSupport
+import WalletService
+
+/// Metric labels take values from fixed sets only, whatever clients send.
+@Suite(.timeLimit(.minutes(2)))
+struct MetricsLabelTests {
+    @Test func madeUpMethodsLeaveMetricsSmall() throws {
+        let service = try TestService()
+        defer { service.stop() }
+        var random = SplitMix64(seed: 12)
+        let letters = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
+        for _ in 0..<300 {
+            let method = String(decoding: (0..<3_000).map { _ in letters[Int(random.next() % 26)] }, as: UTF8.self)
+            let client = try service.client()
+            let response = try client.request(method: method, path: "/made/up/\(random.next())")
+            #expect(response.status == 404)
+        }
+        let metrics = try service.request("GET", "/metrics")
+        #expect(metrics.status == 200)
+        #expect(metrics.body.count < 64 << 10, "the exposition grew to \(metrics.body.count) bytes")
+        #expect(metrics.text.contains(#"wallet_http_requests_total{route="unmatched",method="other",status="4xx"} 300"#))
+    }
+}
