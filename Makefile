@@ -38,7 +38,11 @@ build: deps
 # service, then the compose file's syntax.
 test: deps
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
-	$(SWIFT) test --skip-build
+	@# One test at a time: many tests block a thread on sockets and child
+	@# processes, and Swift Testing runs tests on a pool as wide as the
+	@# cores, so in parallel a quick test can queue behind a minute of others
+	@# and fail its own time limit. Each limit now times only its own test.
+	$(SWIFT) test --skip-build --no-parallel
 	Scripts/api-fuzz.sh .build/debug/wallet
 	/usr/bin/python3 Scripts/check-compose.py docker-compose.yml
 
