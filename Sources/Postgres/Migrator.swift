@@ -29,14 +29,7 @@ public struct Migrator: Sendable {
 
         /// Parses `NNNN_name.sql`; nil for any other file name.
         public init?(fileName: String, sql: String) {
-            guard fileName.hasSuffix(".sql") else { return nil }
-            let stem = fileName.dropLast(4)
-            guard let underscore = stem.firstIndex(of: "_"),
-                  stem.distance(from: stem.startIndex, to: underscore) == 4,
-                  let version = Int(stem[..<underscore]),
-                  stem[stem.index(after: underscore)...].allSatisfy({ $0.isLowercase || $0.isNumber || $0 == "_" }),
-                  stem.index(after: underscore) < stem.endIndex
-            else { return nil }
+            guard let version = Migrator.number(ofFile: fileName, digits: 4) else { return nil }
             self.version = version
             self.name = fileName
             self.sql = sql
@@ -50,18 +43,24 @@ public struct Migrator: Sendable {
 
         /// Parses `NN_name.sql`; nil for any other file name.
         public init?(fileName: String, sql: String) {
-            guard fileName.hasSuffix(".sql") else { return nil }
-            let stem = fileName.dropLast(4)
-            guard let underscore = stem.firstIndex(of: "_"),
-                  stem.distance(from: stem.startIndex, to: underscore) == 2,
-                  let number = Int(stem[..<underscore]),
-                  stem[stem.index(after: underscore)...].allSatisfy({ $0.isLowercase || $0.isNumber || $0 == "_" }),
-                  stem.index(after: underscore) < stem.endIndex
-            else { return nil }
+            guard let number = Migrator.number(ofFile: fileName, digits: 2) else { return nil }
             self.number = number
             self.name = fileName
             self.sql = sql
         }
+    }
+
+    /// The number of a `<digits>_snake_name.sql` file, nil for any other name.
+    static func number(ofFile fileName: String, digits: Int) -> Int? {
+        guard fileName.hasSuffix(".sql") else { return nil }
+        let stem = fileName.dropLast(4)
+        guard let underscore = stem.firstIndex(of: "_"),
+              stem.distance(from: stem.startIndex, to: underscore) == digits,
+              let number = Int(stem[..<underscore]),
+              stem[stem.index(after: underscore)...].allSatisfy({ $0.isLowercase || $0.isNumber || $0 == "_" }),
+              stem.index(after: underscore) < stem.endIndex
+        else { return nil }
+        return number
     }
 
     public enum MigrationError: Error, CustomStringConvertible, Equatable {
