@@ -145,11 +145,11 @@ final class Authenticator: Sendable {
     let entriesMax: Int
     let missesMax: Int
     private let cache = Mutex(Cache())
-    private let pool: ConnectionPool
+    private let reads: ServerThreadReads
     private let lookupCount = Atomic<Int>(0)
 
-    init(pool: ConnectionPool, timeToLiveSeconds: Double = 2, entriesMax: Int = 10_000, missesMax: Int = 10_000) {
-        self.pool = pool
+    init(reads: ServerThreadReads, timeToLiveSeconds: Double = 2, entriesMax: Int = 10_000, missesMax: Int = 10_000) {
+        self.reads = reads
         self.timeToLiveSeconds = timeToLiveSeconds
         self.entriesMax = entriesMax
         self.missesMax = missesMax
@@ -178,9 +178,7 @@ final class Authenticator: Sendable {
         let client: APIClient?
         do {
             // On a server thread: bounded like every read there.
-            client = try pool.withConnection(deadline: .now + .milliseconds(Int(WalletAPI.serverThreadReadSeconds * 1_000))) {
-                try APIKeys.authenticate(hash: hash, on: $0)
-            }
+            client = try reads.run { try APIKeys.authenticate(hash: hash, on: $0) }
         } catch {
             throw .databaseUnavailable
         }

@@ -65,13 +65,14 @@ public final class Application: Sendable {
         // is told to retry.
         notificationWork = BlockingWork(threads: Self.notificationThreads, queueDepthMax: Self.notificationQueueDepthMax,
                                         name: "wallet-notifications")
+        let reads = ServerThreadReads(pool: pool, metrics: metrics)
         let api = WalletAPI(
-            pool: pool, groupCommit: groupCommit, authenticator: Authenticator(pool: pool),
+            reads: reads, groupCommit: groupCommit, authenticator: Authenticator(reads: reads),
             credits: CreditVerification(configuration: configuration, transactions: transactions),
             blockingWork: blockingWork, metrics: metrics, readiness: readiness, requestTimeoutSeconds: configuration.requestTimeoutSeconds,
             logger: logger)
         api.register(on: router)
-        OperationsAPI(pool: pool, readiness: readiness, metrics: metrics, groupCommit: groupCommit)
+        OperationsAPI(pool: pool, reads: reads, readiness: readiness, metrics: metrics, groupCommit: groupCommit)
             .register(on: router)
         AppStoreAPI(pool: pool, verifier: transactions, work: notificationWork, metrics: metrics,
                     readiness: readiness, requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger)

@@ -95,6 +95,12 @@ final class Metrics: Sendable {
         state.withLock { $0.databaseErrors[kind, default: 0] += 1 }
     }
 
+    /// Counts a server-thread read answered 503 at once, without asking the
+    /// database, because one just found it unavailable.
+    func countDatabaseUnavailableFastFail() {
+        state.withLock { $0.databaseErrors["fast_fail", default: 0] += 1 }
+    }
+
     /// Counts a notification applied with the SQL function's `outcome`.
     func countNotification(outcome: String) {
         let key = NotificationKey(outcome: Self.notificationOutcomes.contains(outcome) ? outcome : "other")

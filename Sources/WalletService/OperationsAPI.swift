@@ -7,12 +7,10 @@ import WalletCore
 /// readiness, Prometheus metrics and the OpenAPI document.
 struct OperationsAPI: Sendable {
     let pool: ConnectionPool
+    let reads: ServerThreadReads
     let readiness: Readiness
     let metrics: Metrics
     let groupCommit: GroupCommit
-
-    /// On a server thread, so no longer than any read there.
-    static let readinessProbeSeconds = WalletAPI.serverThreadReadSeconds
 
     func register(on router: Router) {
         router.add("GET", "/healthz", sync: { _ in .json(StatusJSON(status: "ok")) })
@@ -31,9 +29,7 @@ struct OperationsAPI: Sendable {
     /// once PostgreSQL is back.
     func readyz(_ request: Request) throws -> Response {
         guard readiness.isSchemaReady else { throw WalletError.databaseUnavailable }
-        _ = try WalletAPI.read(pool: pool, metrics: metrics, timeoutSeconds: Self.readinessProbeSeconds) {
-            try $0.prepared("SELECT 1")
-        }
+        _ = try reads.run { try $0.prepared("SELECT 1") }
         return .json(StatusJSON(status: "ready"))
     }
 }

@@ -8,7 +8,7 @@ import WalletCore
 /// The wallet's routes. A handler checks, decodes and validates; the SQL
 /// lives in `LedgerStore`; money moves through `GroupCommit`.
 struct WalletAPI: Sendable {
-    let pool: ConnectionPool
+    let reads: ServerThreadReads
     let groupCommit: GroupCommit
     let authenticator: Authenticator
     let credits: CreditVerification
@@ -250,20 +250,13 @@ struct WalletAPI: Sendable {
         .now + .seconds(requestTimeoutSeconds)
     }
 
-    /// Most a read may hold a server thread. A balance read takes well under
-    /// a millisecond and a page of entries a few; a second is hundreds of
-    /// times that, yet short enough that a stalled database costs each of the
-    /// few server threads at most a second per request, so `/healthz` and
-    /// everything else on those threads keep being answered.
-    static let serverThreadReadSeconds = 1.0
-
-    /// Runs a read on a pooled connection, on a server thread, within
-    /// `serverThreadReadSeconds`. A read that meets a connection the server
-    /// has dropped (after a restart) is tried once more on a fresh one.
+    /// A read on this server thread, bounded as `ServerThreadReads` says.
     func withDatabase<T>(_ body: (Connection) throws -> T) throws -> T {
-        try Self.read(pool: pool, metrics: metrics, timeoutSeconds: Self.serverThreadReadSeconds, body)
+        try reads.run(body)
     }
 
+    /// A read within `timeoutSeconds`. A read that meets a connection the
+    /// server has dropped (after a restart) is tried once more on a fresh one.
     static func read<T>(pool: ConnectionPool, metrics: Metrics, timeoutSeconds: Double,
                         _ body: (Connection) throws -> T) throws -> T {
         let deadline = ContinuousClock.now + .milliseconds(Int(timeoutSeconds * 1_000))

@@ -10,7 +10,8 @@ struct AuthenticatorCacheTests {
     @Test func aFloodOfUnknownKeysNeitherEvictsValidOnesNorCostsALookupEachRepeat() throws {
         let service = try TestService()
         defer { service.stop() }
-        let authenticator = Authenticator(pool: service.application.pool, timeToLiveSeconds: 1, entriesMax: 8,
+        let reads = ServerThreadReads(pool: service.application.pool, metrics: service.application.metrics)
+        let authenticator = Authenticator(reads: reads, timeToLiveSeconds: 1, entriesMax: 8,
                                           missesMax: 64)
         let valid = "Bearer " + service.gameServerKey
         #expect(try authenticator.client(authorization: valid).name == "game-server")
