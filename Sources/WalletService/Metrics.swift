@@ -22,7 +22,7 @@ final class Metrics: Sendable {
     /// any other is `other`.
     static let notificationOutcomes: Set<String> = [
         "refunded", "already_refunded", "reversed", "not_refunded", "not_reversible", "revoked", "recorded",
-        "duplicate", "superseded",
+        "duplicate", "superseded", "unrevoked",
     ]
 
     /// How a notification ended when it was not applied.

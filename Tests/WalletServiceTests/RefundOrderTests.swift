@@ -107,6 +107,12 @@ struct RefundOrderTests {
         #expect(try harness.notify("REFUND", "n-1", secondsLater: 3) == "refunded")
         #expect(try harness.service.balance(of: "cleo") == 0)
         #expect(try harness.service.violations() == [])
+        // Every outcome is counted under its own name, none as `other`.
+        let metrics = try harness.service.request("GET", "/metrics").text
+        for outcome in ["revoked", "unrevoked", "refunded"] {
+            #expect(metrics.contains(#"wallet_appstore_notifications_total{outcome="\#(outcome)"} 1"#), "\(outcome)")
+        }
+        #expect(!metrics.contains(#"wallet_appstore_notifications_total{outcome="other"}"#))
     }
 
     @Test func aTieOnSignedDateEndsCredited() throws {
