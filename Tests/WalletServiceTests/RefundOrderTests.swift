@@ -115,6 +115,48 @@ struct RefundOrderTests {
         #expect(!metrics.contains(#"wallet_appstore_notifications_total{outcome="other"}"#))
     }
 
+    /// The same orders through `wallet serve` as operators run it.
+    @Test func theBinaryAppliesApplesOrder() throws {
+        let binary = try NotifiedBinary()
+        defer { binary.stop() }
+        var number = 1_000
+        func notify(_ type: String, _ flowNo: String, secondsLater: Int64) throws -> String? {
+            number += 1
+            let body = RefundNotifications.body(apple: binary.apple, type: type, flowNo: flowNo,
+                                                uuid: RefundNotifications.uuid(number),
+                                                signedDateMilliseconds: FakeAppStore.signedDateMilliseconds + secondsLater * 1000)
+            let response = try binary.request("POST", "/v1/appstore/notifications", key: nil, body: body)
+            #expect(response.status == 200, "\(response.text)")
+            guard case .string(let outcome)? = try response.json()["outcome"] else { return nil }
+            return outcome
+        }
+        func credit(_ flowNo: String) throws -> HTTPTestResponse {
+            try binary.request("POST", "/v1/credits", key: binary.key,
+                               body: #"{"user_id":"dora","flow_no":"\#(flowNo)","product_id":"guodong600"}"#)
+        }
+        func balance() throws -> JSONValue? {
+            try binary.request("GET", "/v1/wallets/dora", key: binary.key, body: nil).json()["balances"]
+        }
+        let coins600: JSONValue = .array([.object([("balance", JSONValue(600)), ("currency", .string("coin"))])])
+
+        // A credit, then REFUND_REVERSED before the older REFUND it reverses.
+        #expect(try credit("b-1").status == 201)
+        #expect(try notify("REFUND_REVERSED", "b-1", secondsLater: 2) == "not_refunded")
+        #expect(try notify("REFUND", "b-1", secondsLater: 1) == "superseded")
+        #expect(try balance() == coins600)
+
+        // Refund, reversal, then the credit of a flowNO never credited.
+        #expect(try notify("REFUND", "b-2", secondsLater: 1) == "revoked")
+        #expect(try credit("b-2").status == 422)
+        #expect(try notify("REFUND_REVERSED", "b-2", secondsLater: 2) == "unrevoked")
+        #expect(try credit("b-2").status == 201)
+        #expect(try balance() == .array([.object([("balance", JSONValue(1200)), ("currency", .string("coin"))])]))
+
+        let check = try runProcess([CommandLineTests.walletBinary, "check"],
+                                   environment: ChaosRun.walletEnvironment(["WALLET_DATABASE_URL": binary.url]))
+        #expect(check.status == 0, "\(check.output)\(check.error)")
+    }
+
     @Test func aTieOnSignedDateEndsCredited() throws {
         let harness = try Harness()
         for flowNo in ["t-1", "t-2"] { #expect(try harness.credit(flowNo).status == 201) }

@@ -22,25 +22,10 @@ struct RefundRaceTests {
 
     @Test func aCreditAndItsRefundSerialize() throws {
         let began = HTTPTestClient.now()
-        let options = try TestDatabase.make()
-        let url = TestService.conninfo(options)
-        let apple = try FakeAppStore()
-        let rootFile = try RefundNotifications.writeRoot(of: apple)
-        defer { try? FileManager.default.removeItem(atPath: rootFile) }
-        let key = try ChaosRun.walletCommand(["keys", "create", "--name", "app-backend", "--scopes", "credit"],
-                                             databaseURL: url).lastLine
-
-        let server = try ServerProcess(binary: CommandLineTests.walletBinary, environment: ChaosRun.walletEnvironment([
-            "WALLET_DATABASE_URL": url,
-            "WALLET_LISTEN": "127.0.0.1:0",
-            "WALLET_CREDIT_VERIFICATION": "caller,appstore-jws",
-            "WALLET_APPLE_BUNDLE_ID": FakeAppStore.bundleID,
-            "WALLET_APPLE_ENVIRONMENTS": "Sandbox",
-            "WALLET_APPLE_ROOT_CERTS": rootFile,
-        ]))
-        defer { server.kill() }
-        let port = try server.waitForPort()
-        try #require(Self.waitForReady(port: port, seconds: 30))
+        let binary = try NotifiedBinary()
+        defer { binary.stop() }
+        let (options, url, port, key, apple, server) = (binary.options, binary.url, binary.port, binary.key,
+                                                        binary.apple, binary.server)
 
         // Rounds of pairs: each round's requests are signed and written
         // before its threads start, so they leave as close together as the
@@ -187,5 +172,55 @@ final class Barrier: Sendable {
             if !condition.wait(until: deadline) { return false }
         }
         return true
+    }
+}
+
+/// `wallet serve` as a separate process on a database of its own, trusting
+/// a fake App Store's root for notifications, with an app-backend key.
+final class NotifiedBinary {
+    let options: Connection.Options
+    let url: String
+    let apple: FakeAppStore
+    let rootFile: String
+    let key: String
+    let server: ServerProcess
+    let port: UInt16
+
+    init() throws {
+        options = try TestDatabase.make()
+        url = TestService.conninfo(options)
+        apple = try FakeAppStore()
+        rootFile = try RefundNotifications.writeRoot(of: apple)
+        key = try ChaosRun.walletCommand(["keys", "create", "--name", "app-backend", "--scopes", "credit,read"],
+                                         databaseURL: url).lastLine
+        server = try ServerProcess(binary: CommandLineTests.walletBinary, environment: ChaosRun.walletEnvironment([
+            "WALLET_DATABASE_URL": url,
+            "WALLET_LISTEN": "127.0.0.1:0",
+            "WALLET_CREDIT_VERIFICATION": "caller,appstore-jws",
+            "WALLET_APPLE_BUNDLE_ID": FakeAppStore.bundleID,
+            "WALLET_APPLE_ENVIRONMENTS": "Sandbox",
+            "WALLET_APPLE_ROOT_CERTS": rootFile,
+        ]))
+        let server = server, rootFile = rootFile
+        do {
+            port = try server.waitForPort()
+            try #require(RefundRaceTests.waitForReady(port: port, seconds: 30))
+        } catch {
+            server.kill()
+            try? FileManager.default.removeItem(atPath: rootFile)
+            throw error
+        }
+    }
+
+    func stop() {
+        server.kill()
+        try? FileManager.default.removeItem(atPath: rootFile)
+    }
+
+    func request(_ method: String, _ path: String, key: String?, body: String?) throws -> HTTPTestResponse {
+        let client = try HTTPTestClient(port: port, timeoutSeconds: 30)
+        defer { client.close() }
+        return try client.request(method: method, path: path, headers: TestService.headers(key: key, json: body),
+                                  body: Array((body ?? "").utf8))
     }
 }
