@@ -111,14 +111,22 @@ func runProcess(_ arguments: [String], environment: [String: String]? = nil, std
     if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
     try input.fileHandleForWriting.close()
     // Read both pipes while the process runs, so neither can fill up.
+    // The reader's semaphore orders its write before the read below.
     nonisolated(unsafe) var errorData = Data()
-    let errorReader = Thread { errorData = error.fileHandleForReading.readDataToEndOfFile() }
+    let errorRead = DispatchSemaphore(value: 0)
+    let errorReader = Thread {
+        errorData = error.fileHandleForReading.readDataToEndOfFile()
+        errorRead.signal()
+    }
     errorReader.start()
     let outputData = output.fileHandleForReading.readDataToEndOfFile()
     let deadline = Date(timeIntervalSinceNow: timeoutSeconds)
     while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
     if process.isRunning { process.terminate() }
     process.waitUntilExit()
-    while !errorReader.isFinished { Thread.sleep(forTimeInterval: 0.01) }
+    // The pipe's last writer has exited, so the reader reaches its end.
+    guard errorRead.wait(timeout: .now() + timeoutSeconds) == .success else {
+        throw CocoaError(.fileReadUnknown)
+    }
     return (process.terminationStatus, String(decoding: outputData, as: UTF8.self), String(decoding: errorData, as: UTF8.self))
 }
