@@ -202,14 +202,22 @@ final class GroupCommit: Sendable {
         }
     }
 
-    /// Answers the items whose caller has given up, without running them
-    /// (nothing of theirs was sent), and returns the others.
+    /// Least time an operation must have left to be sent. A batch runs
+    /// against its items' earliest deadline, and a deadline that passes
+    /// after sending makes every operation of the batch `outcome_unknown`:
+    /// one item queued almost to its end must not cut a batch's time to
+    /// nothing. A healthy batch takes tens of milliseconds.
+    static let sendTimeMin = Duration.milliseconds(500)
+
+    /// Answers the items whose caller has given up, or has less than
+    /// `sendTimeMin` left, without running them (nothing of theirs was
+    /// sent: `database_unavailable`), and returns the others.
     private func answerExpired(_ items: [Item]) -> [Item] {
-        let now = ContinuousClock.now
+        let cutoff = ContinuousClock.now + Self.sendTimeMin
         var live: [Item] = []
         live.reserveCapacity(items.count)
         for item in items {
-            if item.deadline <= now {
+            if item.deadline <= cutoff {
                 item.completion(.failure(WalletError.databaseUnavailable))
             } else {
                 live.append(item)
@@ -225,7 +233,7 @@ final class GroupCommit: Sendable {
         var attempt = 0
         while true {
             attempt += 1
-            guard item.deadline > .now else { return .failure(WalletError.databaseUnavailable) }
+            guard item.deadline > .now + Self.sendTimeMin else { return .failure(WalletError.databaseUnavailable) }
             do {
                 return .success(try applyInOneTransaction([item], attemptsMax: nil)[0])
             } catch let error as PostgresError {
