@@ -117,8 +117,8 @@ public final class Application: Sendable {
     /// closes the pools and, for the embedded database, stops PostgreSQL.
     public func shutdown() {
         server.shutdown()
-        blockingWork.stop()
-        notificationWork.stop()
+        blockingWork.stop(timeoutSeconds: 10)
+        notificationWork.stop(timeoutSeconds: 10)
         groupCommit.shutdown(timeoutSeconds: 10)
         upkeep.stop()
         writerPool.shutdown()
@@ -175,6 +175,8 @@ final class Upkeep: Sendable {
     private let retentionHours: Int
     private let logger: Logger
     private let stopping = Atomic<Bool>(false)
+    /// Signalled by `stop`, so a pause between rounds ends at once.
+    private let stopRequested = DispatchSemaphore(value: 0)
     private let stopped = DispatchSemaphore(value: 0)
 
     static let purgeRoundRows = 1_000
@@ -193,13 +195,9 @@ final class Upkeep: Sendable {
     func start() {
         let thread = Thread { [self] in
             bringSchemaUp()
-            var nextPurge = Date()
             while !stopping.load(ordering: .relaxed) {
-                if Date() >= nextPurge {
-                    purge()
-                    nextPurge = Date(timeIntervalSinceNow: Self.purgeIntervalSeconds)
-                }
-                sleep(seconds: 0.5)
+                purge()
+                sleep(seconds: Self.purgeIntervalSeconds)
             }
             stopped.signal()
         }
@@ -209,6 +207,7 @@ final class Upkeep: Sendable {
 
     func stop() {
         stopping.store(true, ordering: .relaxed)
+        stopRequested.signal()
         _ = stopped.wait(timeout: .now() + 10)
     }
 
@@ -253,7 +252,8 @@ final class Upkeep: Sendable {
         if total > 0 { logger.info("idempotency records purged", ["purge.rows": String(total)]) }
     }
 
+    /// Pauses for `seconds`, or until `stop` is called.
     private func sleep(seconds: Double) {
-        Thread.sleep(forTimeInterval: seconds)
+        if stopRequested.wait(timeout: .now() + seconds) == .success { stopRequested.signal() }
     }
 }

@@ -43,52 +43,33 @@ final class GroupCommit: Sendable {
         var completion: Completion
     }
 
-    private final class Writer: Sendable {
-        struct State {
-            var queue: [Item] = []
-            var stopping = false
-        }
-
-        let index: Int
-        let condition = NSCondition()
-        nonisolated(unsafe) var state = State()  // guarded by `condition`
-        let stopped = DispatchSemaphore(value: 0)
-
-        init(index: Int) {
-            self.index = index
-        }
-    }
-
-    private let writers: [Writer]
+    /// One queue per writer thread.
+    private let queues: [WorkQueue<Item>]
+    private let threads = WorkerThreads()
     private let pool: ConnectionPool
     private let batchOperationsMax: Int
-    private let queueDepthMax: Int
     private let metrics: Metrics
     private let logger: Logger
 
     init(writerCount: Int, batchOperationsMax: Int, queueDepthMax: Int = 4_096,
          pool: ConnectionPool, metrics: Metrics, logger: Logger) {
         precondition(writerCount > 0 && batchOperationsMax > 0)
-        writers = (0..<writerCount).map(Writer.init)
+        queues = (0..<writerCount).map { _ in WorkQueue<Item>(depthMax: queueDepthMax) }
         self.pool = pool
         self.batchOperationsMax = batchOperationsMax
-        self.queueDepthMax = queueDepthMax
         self.metrics = metrics
         self.logger = logger
-        for writer in writers {
-            let thread = Thread { [self] in run(writer) }
-            thread.name = "wallet-writer-\(writer.index)"
-            thread.start()
+        threads.start(count: writerCount, name: "wallet-writer") { [self] index in
+            // A batch is whatever is queued, up to the limit: no timer.
+            while case let batch = queues[index].take(upTo: batchOperationsMax), !batch.isEmpty {
+                apply(batch)
+            }
         }
     }
 
     /// Operations waiting, over all writers.
     var queueDepth: Int {
-        writers.reduce(0) { total, writer in
-            writer.condition.lock()
-            defer { writer.condition.unlock() }
-            return total + writer.state.queue.count
-        }
+        queues.reduce(0) { $0 + $1.depth }
     }
 
     /// Queues an operation. `completion` runs on a writer thread once the
@@ -97,44 +78,25 @@ final class GroupCommit: Sendable {
     /// `WalletError.shuttingDown` when the writers are stopping: such a
     /// request was never queued.
     func submit(_ operation: Operation, deadline: ContinuousClock.Instant, completion: @escaping Completion) {
-        let writer = writers[Int(Self.stableHash(operation.userID.rawValue) % UInt64(writers.count))]
-        writer.condition.lock()
-        if writer.state.stopping {
-            writer.condition.unlock()
+        let queue = queues[Int(Self.stableHash(operation.userID.rawValue) % UInt64(queues.count))]
+        do {
+            try queue.push(Item(operation: operation, deadline: deadline, completion: completion))
+        } catch .closed {
             completion(.failure(WalletError.shuttingDown))
-            return
-        }
-        guard writer.state.queue.count < queueDepthMax else {
-            writer.condition.unlock()
+        } catch {
             completion(.failure(Overloaded()))
-            return
         }
-        writer.state.queue.append(Item(operation: operation, deadline: deadline, completion: completion))
-        writer.condition.signal()
-        writer.condition.unlock()
     }
 
     /// True once `shutdown` has begun: nothing more is queued.
     var isStopping: Bool {
-        writers.contains { writer in
-            writer.condition.lock()
-            defer { writer.condition.unlock() }
-            return writer.state.stopping
-        }
+        queues.contains { $0.isClosed }
     }
 
     /// Runs what is queued, then stops the writers. Waits at most `timeoutSeconds`.
     func shutdown(timeoutSeconds: Double) {
-        for writer in writers {
-            writer.condition.lock()
-            writer.state.stopping = true
-            writer.condition.broadcast()
-            writer.condition.unlock()
-        }
-        let deadline = DispatchTime.now() + timeoutSeconds
-        for writer in writers {
-            _ = writer.stopped.wait(timeout: deadline)
-        }
+        for queue in queues { queue.close() }
+        threads.wait(timeoutSeconds: timeoutSeconds)
     }
 
     /// FNV-1a: stable across runs and processes, unlike `Hasher`.
@@ -142,25 +104,6 @@ final class GroupCommit: Sendable {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in text.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
         return hash
-    }
-
-    private func run(_ writer: Writer) {
-        while true {
-            writer.condition.lock()
-            while writer.state.queue.isEmpty && !writer.state.stopping {
-                _ = writer.condition.wait(until: Date(timeIntervalSinceNow: 1))
-            }
-            if writer.state.queue.isEmpty && writer.state.stopping {
-                writer.condition.unlock()
-                writer.stopped.signal()
-                return
-            }
-            let take = min(writer.state.queue.count, batchOperationsMax)
-            let batch = Array(writer.state.queue.prefix(take))
-            writer.state.queue.removeFirst(take)
-            writer.condition.unlock()
-            apply(batch)
-        }
     }
 
     private func apply(_ items: [Item]) {
