@@ -221,9 +221,7 @@ final class Upkeep: Sendable {
                         let migrator = try Schema.migrator(logger: logger)
                         // Migrations take what they take; connecting did not.
                         connection.deadline = .now + Self.migrationSecondsMax
-                        try connection.execute("SET statement_timeout = 0")
-                        defer { try? connection.execute("RESET statement_timeout") }
-                        try migrator.migrate(connection: connection)
+                        try connection.withoutStatementTimeout { try migrator.migrate(connection: $0) }
                     } else {
                         _ = try connection.query("SELECT 1 FROM wallet.entries LIMIT 0")
                     }
