@@ -79,7 +79,7 @@ public final class Application: Sendable {
             .register(on: router)
 
         let metrics = metrics
-        server = try Server(
+        server = Server(
             configuration: .init(
                 host: configuration.listen.host, port: configuration.listen.port, threads: configuration.httpThreads,
                 maxBodyBytes: configuration.maxBodyBytes, maxHeaderBytes: configuration.maxHeaderBytes,
