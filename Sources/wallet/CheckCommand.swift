@@ -1,4 +1,3 @@
-import Logging
 import WalletService
 
 /// `wallet check`: the ledger's invariants, one line per violation.
@@ -12,14 +11,9 @@ enum CheckCommand {
         """
 
     static func run(_ arguments: [String], environment: [String: String]) throws -> Int32 {
-        let options = try Options(arguments, values: ["database-url", "data-dir"], switches: [], help: help)
-        if options.helpRequested {
-            print(help)
-            return 0
-        }
-        let configuration = try WalletCommand.loadConfiguration(environment: environment, flags: options.values)
-        let logger = Logger(label: "wallet", level: configuration.logLevel)
-        let violations = try Administration.withDatabase(configuration, logger: logger) { try $0.checkInvariants() }
+        guard let invocation = try WalletCommand.invocation(arguments, environment: environment,
+                                                            values: ["database-url", "data-dir"], help: help) else { return 0 }
+        let violations = try Administration.withDatabase(invocation.configuration, logger: invocation.logger) { try $0.checkInvariants() }
         for violation in violations {
             print("\(violation.invariant)\t\(violation.subject)\t\(violation.detail)")
         }

@@ -1,5 +1,4 @@
 import Foundation
-import Logging
 import WalletCore
 import WalletService
 
@@ -24,14 +23,10 @@ enum KeysCommand {
             }
             throw UsageError(message: help)
         }
-        let options = try Options(Array(arguments.dropFirst()), values: ["name", "scopes", "database-url", "data-dir"],
-                                  switches: [], positionals: action == "revoke" ? 1 : 0, help: help)
-        if options.helpRequested {
-            print(help)
-            return 0
-        }
-        let configuration = try WalletCommand.loadConfiguration(environment: environment, flags: options.values)
-        let logger = Logger(label: "wallet", level: configuration.logLevel)
+        guard let invocation = try WalletCommand.invocation(
+            Array(arguments.dropFirst()), environment: environment, values: ["name", "scopes", "database-url", "data-dir"],
+            positionals: action == "revoke" ? 1 : 0, help: help) else { return 0 }
+        let (options, configuration, logger) = (invocation.options, invocation.configuration, invocation.logger)
         switch action {
         case "create":
             guard let name = options.values["name"], let scopeText = options.values["scopes"] else {

@@ -1,4 +1,3 @@
-import Logging
 import WalletService
 
 /// `wallet migrate`: applies the migrations this build carries.
@@ -11,14 +10,9 @@ enum MigrateCommand {
         """
 
     static func run(_ arguments: [String], environment: [String: String]) throws -> Int32 {
-        let options = try Options(arguments, values: ["database-url", "data-dir"], switches: [], help: help)
-        if options.helpRequested {
-            print(help)
-            return 0
-        }
-        let configuration = try WalletCommand.loadConfiguration(environment: environment, flags: options.values)
-        let logger = Logger(label: "wallet", level: configuration.logLevel)
-        let applied = try Administration.withDatabase(configuration, logger: logger) { try $0.migrate() }
+        guard let invocation = try WalletCommand.invocation(arguments, environment: environment,
+                                                            values: ["database-url", "data-dir"], help: help) else { return 0 }
+        let applied = try Administration.withDatabase(invocation.configuration, logger: invocation.logger) { try $0.migrate() }
         print(applied.isEmpty ? "database is up to date" : "applied: " + applied.joined(separator: ", "))
         return 0
     }

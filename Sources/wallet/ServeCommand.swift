@@ -14,19 +14,15 @@ enum ServeCommand {
         """
 
     static func run(_ arguments: [String], environment: [String: String]) throws -> Int32 {
-        let options = try Options(arguments, values: ["database-url", "listen", "data-dir"], switches: ["no-migrate"],
-                                  help: help)
-        if options.helpRequested {
-            print(help)
-            return 0
-        }
-        let configuration = try WalletCommand.loadConfiguration(environment: environment, flags: options.values)
+        guard let invocation = try WalletCommand.invocation(
+            arguments, environment: environment, values: ["database-url", "listen", "data-dir"], switches: ["no-migrate"],
+            help: help) else { return 0 }
+        let (configuration, logger) = (invocation.configuration, invocation.logger)
         do {
             try configuration.validateForServing()
         } catch {
             throw UsageError(message: "configuration: \(error.description)")
         }
-        let logger = Logger(label: "wallet", level: configuration.logLevel)
 
         // Signals are taken on this thread alone: block them before any other
         // thread exists, so every thread inherits the mask.

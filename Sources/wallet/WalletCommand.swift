@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Postgres
 import WalletService
 
@@ -62,12 +63,30 @@ enum WalletCommand {
           --data-dir DIR       where the embedded database lives (WALLET_DATA_DIR, ./.wallet)
         """
 
-    static func loadConfiguration(environment: [String: String], flags: [String: String]) throws -> Configuration {
+    /// A command's parsed line, its configuration and its logger.
+    struct Invocation {
+        let options: Options
+        let configuration: Configuration
+        let logger: Logger
+    }
+
+    /// Parses a command's options and reads the configuration they and the
+    /// environment give; nil when the line asked for help, which is printed.
+    static func invocation(_ arguments: [String], environment: [String: String], values: Set<String>,
+                           switches: Set<String> = [], positionals: Int = 0, help: String) throws -> Invocation? {
+        let options = try Options(arguments, values: values, switches: switches, positionals: positionals, help: help)
+        if options.helpRequested {
+            print(help)
+            return nil
+        }
+        let configuration: Configuration
         do {
-            return try Configuration.load(environment: environment, flags: flags)
+            configuration = try Configuration.load(environment: environment, flags: options.values)
         } catch {
             throw UsageError(message: "configuration: \(error.description)")
         }
+        return Invocation(options: options, configuration: configuration,
+                          logger: Logger(label: "wallet", level: configuration.logLevel))
     }
 
     static func errorText(_ error: any Error) -> String {
