@@ -50,7 +50,8 @@ let package = Package(
             exclude: ["Embedded"],
             plugins: ["EmbedFiles"]
         ),
-        .executableTarget(name: "wallet", dependencies: ["WalletService"]),
+        // The command line: one file per command, on WalletService's public API.
+        .executableTarget(name: "wallet", dependencies: ["WalletService", "WalletCore", "AppStore", "Postgres", "Logging"]),
 
         // Build-time embedding of run-time files (migrations, the OpenAPI
         // document, the Apple root certificate), so the binary needs nothing

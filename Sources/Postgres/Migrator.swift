@@ -156,16 +156,15 @@ public struct Migrator: Sendable {
                 }
                 continue
             }
-            try connection.execute("BEGIN")
             do {
-                try connection.executeScript(unsafeSQL: migration.sql)
-                try connection.execute("""
-                    INSERT INTO public.schema_migrations (version, name, checksum)
-                    VALUES (\(migration.version), \(migration.name), \(checksum))
-                    """)
-                try connection.execute("COMMIT")
+                try connection.withTransaction { connection in
+                    try connection.executeScript(unsafeSQL: migration.sql)
+                    try connection.execute("""
+                        INSERT INTO public.schema_migrations (version, name, checksum)
+                        VALUES (\(migration.version), \(migration.name), \(checksum))
+                        """)
+                }
             } catch {
-                if !connection.isBroken { try? connection.execute("ROLLBACK") }
                 logger.error("migration failed", ["migration.name": migration.name])
                 throw error
             }
@@ -196,17 +195,16 @@ public struct Migrator: Sendable {
             let checksum = try connection.query("SELECT encode(sha256(convert_to(\(function.sql), 'UTF8')), 'hex')")
                 .single!.decode(String.self, at: 0)
             if applied[function.name] == checksum { continue }
-            try connection.execute("BEGIN")
             do {
-                try connection.executeScript(unsafeSQL: function.sql)
-                try connection.execute("""
-                    INSERT INTO public.schema_functions (name, checksum)
-                    VALUES (\(function.name), \(checksum))
-                    ON CONFLICT (name) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now()
-                    """)
-                try connection.execute("COMMIT")
+                try connection.withTransaction { connection in
+                    try connection.executeScript(unsafeSQL: function.sql)
+                    try connection.execute("""
+                        INSERT INTO public.schema_functions (name, checksum)
+                        VALUES (\(function.name), \(checksum))
+                        ON CONFLICT (name) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now()
+                        """)
+                }
             } catch {
-                if !connection.isBroken { try? connection.execute("ROLLBACK") }
                 logger.error("function file failed", ["migration.name": "functions/" + function.name])
                 throw error
             }

@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 import Postgres
 import Synchronization
-import WalletCore
+public import WalletCore
 
 /// API keys: making, listing and revoking them, and finding the client
 /// behind a presented secret.
@@ -11,16 +11,17 @@ import WalletCore
 /// stored. A lookup goes by that hash, so its timing depends on the hash of
 /// what was presented and says nothing about other keys; the stored hash is
 /// then compared in constant time.
+/// A key as `wallet keys list` shows it; the secret is never kept.
+public struct APIKeyInfo: Sendable, Equatable {
+    public var name: String
+    public var scopes: [Scope]
+    public var createdAt: String
+    public var lastUsedAt: String?
+    public var revokedAt: String?
+}
+
 struct APIKeys: Sendable {
     static let secretPrefix = "wk_"
-
-    struct KeyInfo: Sendable, Equatable {
-        var name: String
-        var scopes: [Scope]
-        var createdAt: String
-        var lastUsedAt: String?
-        var revokedAt: String?
-    }
 
     enum KeyError: Error, CustomStringConvertible, Equatable {
         case badName(String)
@@ -89,13 +90,13 @@ struct APIKeys: Sendable {
         return secret
     }
 
-    static func list(on connection: Connection) throws -> [KeyInfo] {
+    static func list(on connection: Connection) throws -> [APIKeyInfo] {
         try connection.query("""
             SELECT name, array_to_string(scopes, ','), wallet.rfc3339(created_at), wallet.rfc3339(last_used_at),
                    wallet.rfc3339(revoked_at)
             FROM wallet.api_keys ORDER BY revoked_at IS NOT NULL, name, created_at
             """).map { row in
-            KeyInfo(name: try row.decode(String.self, at: 0),
+            APIKeyInfo(name: try row.decode(String.self, at: 0),
                     scopes: try row.decode(String.self, at: 1).split(separator: ",").compactMap { Scope(rawValue: String($0)) },
                     createdAt: try row.decode(String.self, at: 2),
                     lastUsedAt: try row.decodeIfPresent(String.self, at: 3),
@@ -112,6 +113,16 @@ struct APIKeys: Sendable {
 
     static func count(on connection: Connection) throws -> Int {
         try connection.query("SELECT count(*) FROM wallet.api_keys")[0].decode(Int.self, at: 0)
+    }
+
+    /// On a database with no key at all, makes the two keys a developer
+    /// tries the API with and returns them; otherwise nil. Call it inside a
+    /// transaction: the table lock keeps two first starts from both making them.
+    static func createDevelopmentKeysIfNone(on connection: Connection) throws -> DevelopmentKeys? {
+        try connection.execute("LOCK TABLE wallet.api_keys IN EXCLUSIVE MODE")
+        guard try count(on: connection) == 0 else { return nil }
+        return DevelopmentKeys(appBackend: try create(name: "app-backend", scopes: [.credit, .read], on: connection),
+                               gameServer: try create(name: "game-server", scopes: [.debit, .read], on: connection))
     }
 
     /// The live client with this secret's hash, or nil.

@@ -79,7 +79,7 @@ public final class Application: Sendable {
             .register(on: router)
 
         let metrics = metrics
-        server = try Server(
+        server = Server(
             configuration: .init(
                 host: configuration.listen.host, port: configuration.listen.port, threads: configuration.httpThreads,
                 maxBodyBytes: configuration.maxBodyBytes, maxHeaderBytes: configuration.maxHeaderBytes,
@@ -220,9 +220,7 @@ final class Upkeep: Sendable {
                         let migrator = try Schema.migrator(logger: logger)
                         // Migrations take what they take; connecting did not.
                         connection.deadline = .now + Self.migrationSecondsMax
-                        try connection.execute("SET statement_timeout = 0")
-                        defer { try? connection.execute("RESET statement_timeout") }
-                        try migrator.migrate(connection: connection)
+                        try connection.withoutStatementTimeout { try migrator.migrate(connection: $0) }
                     } else {
                         _ = try connection.query("SELECT 1 FROM wallet.entries LIMIT 0")
                     }

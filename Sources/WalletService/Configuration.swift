@@ -89,7 +89,10 @@ public struct Configuration: Sendable {
         }
         configuration.dataDirectory = reader.string("WALLET_DATA_DIR", flag: "data-dir") ?? configuration.dataDirectory
         configuration.databasePoolSize = try reader.integer("WALLET_DB_POOL_SIZE", in: 1...512) ?? configuration.databasePoolSize
-        configuration.httpThreads = try reader.integer("WALLET_HTTP_THREADS", in: 1...1024) ?? configuration.httpThreads
+        // The HTTP server's thread pool: each thread is an event loop over
+        // its share of the connections, so a few per core is the useful
+        // range, and 256 the most the server takes.
+        configuration.httpThreads = try reader.integer("WALLET_HTTP_THREADS", in: 1...256) ?? configuration.httpThreads
         if let level = reader.string("WALLET_LOG_LEVEL") {
             guard let parsed = Logger.Level(name: level) else {
                 throw ConfigurationError(variable: "WALLET_LOG_LEVEL", message: "must be one of debug, info, warning, error")
@@ -106,6 +109,11 @@ public struct Configuration: Sendable {
         configuration.maxBodyBytes = try reader.integer("WALLET_MAX_BODY_BYTES", in: 1_024...(64 << 20)) ?? configuration.maxBodyBytes
         configuration.maxHeaderBytes = try reader.integer("WALLET_MAX_HEADER_BYTES", in: 1_024...(1 << 20)) ?? configuration.maxHeaderBytes
         configuration.maxConnections = try reader.integer("WALLET_MAX_CONNECTIONS", in: 1...65_536) ?? configuration.maxConnections
+        // Every server thread must be able to hold a connection.
+        guard configuration.maxConnections >= configuration.httpThreads else {
+            throw ConfigurationError(variable: "WALLET_MAX_CONNECTIONS",
+                                     message: "must be at least WALLET_HTTP_THREADS (\(configuration.httpThreads))")
+        }
         configuration.idleTimeoutSeconds = try reader.integer("WALLET_IDLE_TIMEOUT_SECONDS", in: 1...3_600) ?? configuration.idleTimeoutSeconds
         configuration.requestTimeoutSeconds = try reader.integer("WALLET_REQUEST_TIMEOUT_SECONDS", in: 1...600)
             ?? configuration.requestTimeoutSeconds

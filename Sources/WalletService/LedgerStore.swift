@@ -139,15 +139,9 @@ struct LedgerStore: Sendable {
 
     // MARK: Upkeep
 
-    struct Violation: Sendable, Equatable {
-        var invariant: String
-        var subject: String
-        var detail: String
-    }
-
-    static func checkInvariants(on connection: Connection) throws -> [Violation] {
+    static func checkInvariants(on connection: Connection) throws -> [InvariantViolation] {
         try connection.query("SELECT invariant, subject, detail FROM wallet.check_invariants()").map {
-            Violation(invariant: try $0.decode(String.self, at: 0), subject: try $0.decode(String.self, at: 1),
+            InvariantViolation(invariant: try $0.decode(String.self, at: 0), subject: try $0.decode(String.self, at: 1),
                       detail: try $0.decode(String.self, at: 2))
         }
     }
@@ -253,4 +247,11 @@ extension SQLState {
     /// committed one of the batch's flowNOs or keys first; nothing of the
     /// batch is kept, and a retry sees the committed row.
     static let concurrentTake = SQLState("WL008")
+}
+
+/// One row of `wallet.check_invariants()`: which rule, on what, and how.
+public struct InvariantViolation: Sendable, Equatable {
+    public var invariant: String
+    public var subject: String
+    public var detail: String
 }

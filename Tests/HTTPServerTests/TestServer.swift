@@ -29,17 +29,24 @@ struct TestServer {
         observer: (@Sendable (CompletedRequest) -> Void)? = nil,
         routes: (Router) -> Void
     ) throws {
-        var configuration = Server.Configuration(port: 0, threads: 2, shutdownGraceSeconds: 5)
+        var configuration = Self.configuration(port: 0)
         configure(&configuration)
         let router = Router()
         routes(router)
-        server = try Server(
+        server = Server(
             configuration: configuration, router: router,
             logger: Logger(label: "http-test", level: .debug, sink: log.sink), observer: observer)
         try server.start()
     }
 
     var port: UInt16 { server.port }
+
+    /// Two threads and the service's default limits, on loopback.
+    static func configuration(port: UInt16) -> Server.Configuration {
+        Server.Configuration(
+            host: "127.0.0.1", port: port, threads: 2, maxBodyBytes: 1 << 20, maxHeaderBytes: 16 << 10, maxConnections: 1024,
+            idleTimeoutSeconds: 30, requestTimeoutSeconds: 10, shutdownGraceSeconds: 5)
+    }
 
     func client(timeoutSeconds: Double = 5) throws -> HTTPTestClient {
         try HTTPTestClient(port: port, timeoutSeconds: timeoutSeconds)

@@ -56,6 +56,39 @@ struct ConnectionTests {
         #expect(try prepared[0].decode(Int.self, at: 0) == 1)
     }
 
+    /// Lifting the timeout for a migration must not leave the connection
+    /// unbounded afterwards: RESET would put back the server's default
+    /// (none), not the limit the connection was opened with.
+    @Test func liftingTheStatementTimeoutPutsTheSessionsOwnBack() throws {
+        var options = try TestDatabase.make()
+        options.statementTimeoutMilliseconds = 1_234
+        let connection = try Connection(options: options)
+        func timeout() throws -> String {
+            try connection.query("SELECT current_setting('statement_timeout')").single!.decode(String.self, at: 0)
+        }
+        let inside = try connection.withoutStatementTimeout { _ in try timeout() }
+        #expect(inside == "0")
+        #expect(try timeout() == "1234ms")
+        struct Failed: Error {}
+        #expect(throws: Failed.self) { try connection.withoutStatementTimeout { _ in throw Failed() } }
+        #expect(try timeout() == "1234ms")
+    }
+
+    @Test func aTransactionThatThrowsLeavesNothingBehind() throws {
+        let connection = try Connection(options: try TestDatabase.make())
+        try connection.execute("CREATE TABLE v (id INT)")
+        struct Failed: Error {}
+        #expect(throws: Failed.self) {
+            try connection.withTransaction { connection in
+                try connection.execute("INSERT INTO v VALUES (1)")
+                throw Failed()
+            }
+        }
+        #expect(!connection.isInTransaction)
+        try connection.withTransaction { try $0.execute("INSERT INTO v VALUES (2)") }
+        #expect(try connection.query("SELECT id FROM v").map { try $0.decode(Int.self, at: 0) } == [2])
+    }
+
     @Test func statementTimeoutIsEnforced() throws {
         var options = try TestDatabase.make()
         options.statementTimeoutMilliseconds = 100

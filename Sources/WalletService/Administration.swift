@@ -1,0 +1,97 @@
+import Foundation
+public import Logging
+import Postgres
+public import WalletCore
+
+/// The operator's work on the ledger database (`wallet migrate`, `keys`,
+/// `check`): one connection to the configured database, or to the embedded
+/// one, which is started for the duration when `wallet serve` is not
+/// running it.
+public final class Administration {
+    /// Most any one statement may take; the migrations and the ledger-wide
+    /// check lift it (they take what they take).
+    static let statementTimeoutMilliseconds = 60_000
+
+    private let connection: Connection
+    private let logger: Logger
+
+    private init(connection: Connection, logger: Logger) {
+        self.connection = connection
+        self.logger = logger
+    }
+
+    /// Opens the database, migrating it first when `migrateFirst` is set,
+    /// runs `body`, and closes it again (stopping the embedded database if it
+    /// was started here).
+    public static func withDatabase<T>(_ configuration: Configuration, logger: Logger, migrateFirst: Bool = false,
+                                       _ body: (Administration) throws -> T) throws -> T {
+        var embedded: EmbeddedDatabase?
+        let conninfo: String
+        if let url = configuration.databaseURL {
+            conninfo = url
+        } else {
+            let quiet = Logger(label: "wallet", level: .warning)
+            let started = try EmbeddedDatabase.start(dataDirectory: configuration.dataDirectory, logger: quiet)
+            embedded = started
+            conninfo = started.conninfo
+        }
+        defer { embedded?.stopIfStartedHere() }
+        var options = Connection.Options(conninfo: conninfo)
+        options.statementTimeoutMilliseconds = statementTimeoutMilliseconds
+        let connection = try Connection(options: options)
+        defer { connection.close() }
+        let administration = Administration(connection: connection, logger: logger)
+        if migrateFirst {
+            try administration.migrate()
+        }
+        return try body(administration)
+    }
+
+    /// Applies the migrations and function files this build carries and
+    /// returns the names of those applied now.
+    @discardableResult
+    public func migrate() throws -> [String] {
+        let migrator = try Schema.migrator(logger: logger)
+        return try connection.withoutStatementTimeout { try migrator.migrate(connection: $0) }
+    }
+
+    /// Runs `wallet.check_invariants()`; an empty answer means the books balance.
+    public func checkInvariants() throws -> [InvariantViolation] {
+        try connection.withoutStatementTimeout { try LedgerStore.checkInvariants(on: $0) }
+    }
+
+    /// `credit,read` and the like: known scopes, each once, in order.
+    public static func parseScopes(_ text: String) throws -> [Scope] {
+        try APIKeys.parseScopes(text)
+    }
+
+    /// Stores a new key and returns its secret, which is never stored.
+    public func createKey(name: String, scopes: [Scope]) throws -> String {
+        try APIKeys.create(name: name, scopes: scopes, on: connection)
+    }
+
+    public func listKeys() throws -> [APIKeyInfo] {
+        try APIKeys.list(on: connection)
+    }
+
+    /// Revokes the live key with this name; running services refuse it
+    /// within seconds.
+    public func revokeKey(name: String) throws {
+        try APIKeys.revoke(name: name, on: connection)
+    }
+}
+
+/// The two keys made on the first start of an empty development database.
+public struct DevelopmentKeys: Sendable {
+    public let appBackend: String
+    public let gameServer: String
+}
+
+extension Application {
+    /// On the first start of an empty database, makes two keys to try the
+    /// API with and returns them (for the console, never the log); nil once
+    /// any key exists.
+    public func createDevelopmentKeysIfFirstStart() throws -> DevelopmentKeys? {
+        try pool.withTransaction { try APIKeys.createDevelopmentKeysIfNone(on: $0) }
+    }
+}
