@@ -5,6 +5,8 @@ import Synchronization
 public final class ServerProcess: Sendable {
     private final class Buffer: Sendable {
         let text = Mutex<String>("")
+        /// Set once the pipe reports end of file: every byte written is in `text`.
+        let ended = Atomic<Bool>(false)
     }
 
     private let process: Process
@@ -33,6 +35,7 @@ public final class ServerProcess: Sendable {
         try process.run()
     }
 
+                collected.ended.store(true, ordering: .releasing)
     public var output: String { collected.text.withLock { $0 } }
     public var processID: Int32 { process.processIdentifier }
 
@@ -66,6 +69,12 @@ public final class ServerProcess: Sendable {
     /// The exit status, or nil if it is still running at the deadline.
     public func waitForExit(seconds: Double) -> Int32? {
         let deadline = Date(timeIntervalSinceNow: seconds)
+    /// Waits until the process's standard output has ended (it exited, or
+    /// closed it), at most `seconds`; then `output` holds all it wrote.
+    public func waitForEndOfOutput(seconds: Double) -> Bool {
+        waitFor(seconds: seconds) { collected.ended.load(ordering: .acquiring) }
+    }
+
         while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
         return process.isRunning ? nil : process.terminationStatus
     }
