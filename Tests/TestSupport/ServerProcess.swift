@@ -9,6 +9,13 @@ public final class ServerProcess: Sendable {
         let ended = Atomic<Bool>(false)
     }
 
+    /// The `wallet` executable, built beside the test bundle.
+    public static let walletBinary: String = {
+        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        if directory.lastPathComponent.hasSuffix(".xctest") { directory.deleteLastPathComponent() }
+        return directory.appendingPathComponent("wallet").path
+    }()
+
     private let process: Process
     private let collected = Buffer()
 
@@ -28,6 +35,7 @@ public final class ServerProcess: Sendable {
             let data = handle.availableData
             if data.isEmpty {
                 handle.readabilityHandler = nil
+                collected.ended.store(true, ordering: .releasing)
             } else {
                 collected.text.withLock { $0 += String(decoding: data, as: UTF8.self) }
             }
@@ -35,7 +43,6 @@ public final class ServerProcess: Sendable {
         try process.run()
     }
 
-                collected.ended.store(true, ordering: .releasing)
     public var output: String { collected.text.withLock { $0 } }
     public var processID: Int32 { process.processIdentifier }
 
@@ -62,6 +69,12 @@ public final class ServerProcess: Sendable {
         return false
     }
 
+    /// Waits until the process's standard output has ended (it exited, or
+    /// closed it), at most `seconds`; then `output` holds all it wrote.
+    public func waitForEndOfOutput(seconds: Double) -> Bool {
+        waitFor(seconds: seconds) { collected.ended.load(ordering: .acquiring) }
+    }
+
     public func signal(_ signal: Int32) {
         if process.isRunning { Glibc.kill(process.processIdentifier, signal) }
     }
@@ -69,12 +82,6 @@ public final class ServerProcess: Sendable {
     /// The exit status, or nil if it is still running at the deadline.
     public func waitForExit(seconds: Double) -> Int32? {
         let deadline = Date(timeIntervalSinceNow: seconds)
-    /// Waits until the process's standard output has ended (it exited, or
-    /// closed it), at most `seconds`; then `output` holds all it wrote.
-    public func waitForEndOfOutput(seconds: Double) -> Bool {
-        waitFor(seconds: seconds) { collected.ended.load(ordering: .acquiring) }
-    }
-
         while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
         return process.isRunning ? nil : process.terminationStatus
     }

@@ -8,11 +8,7 @@ import WalletService
 @Suite(.timeLimit(.minutes(3)))
 struct CommandLineTests {
     /// The built `wallet` executable, beside the test bundle.
-    static let walletBinary: String = {
-        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        if directory.lastPathComponent.hasSuffix(".xctest") { directory.deleteLastPathComponent() }
-        return directory.appendingPathComponent("wallet").path
-    }()
+    static let walletBinary = ServerProcess.walletBinary
 
     func environment(_ extra: [String: String]) -> [String: String] {
         var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("WALLET_") }
@@ -211,12 +207,12 @@ struct CommandLineTests {
         let check = try wallet(["check"], ["WALLET_DATA_DIR": dataDirectory])
         #expect(check.status == 0, "\(check.error)")
         #expect(try waitForReady(port: secondPort, seconds: 5))
-        #expect(again.waitForEndOfOutput(seconds: 10))
-        #expect(!again.output.contains("Development API keys"))
         // Keys are printed, if at all, before the service waits for a signal,
         // so once its output has ended it is complete.
         again.signal(SIGTERM)
         #expect(again.waitForExit(seconds: 60) == 0)
+        #expect(again.waitForEndOfOutput(seconds: 10))
+        #expect(!again.output.contains("Development API keys"))
         #expect(postgresProcesses(for: dataDirectory) == 0)
     }
 
