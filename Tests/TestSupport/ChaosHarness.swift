@@ -1,6 +1,6 @@
 import Foundation
 import HTTPServer
-import Postgres
+public import Postgres
 import Synchronization
 
 #if canImport(Glibc)
@@ -42,12 +42,7 @@ public enum ChaosRun {
         let began = HTTPTestClient.now()
         let cluster = try TestCluster.start(name: "chaos")
         defer { TestCluster.destroy(cluster) }
-        let admin = try Connection(options: .init(conninfo: cluster.conninfo()))
-        try admin.execute("CREATE DATABASE wallet")
-        admin.close()
-        let databaseURL = cluster.conninfo(database: "wallet")
-
-        try walletCommand(["migrate"], databaseURL: databaseURL)
+        let databaseURL = try migratedWalletDatabase(on: cluster)
         let appBackendKey = try walletCommand(["keys", "create", "--name", "app-backend", "--scopes", "credit"],
                                               databaseURL: databaseURL).lastLine
         let gameServerKey = try walletCommand(["keys", "create", "--name", "game-server", "--scopes", "debit"],
@@ -96,6 +91,17 @@ public enum ChaosRun {
         let mismatches = try ChaosAudit.compare(state, databaseURL: databaseURL)
         return ChaosReport(state: state, trafficSeconds: trafficSeconds, mismatches: mismatches,
                            checkStatus: check.status, checkOutput: check.output + check.error, stopStatus: stopStatus)
+    }
+
+    /// Creates the database `wallet` on `cluster` and migrates it with
+    /// `wallet migrate`, as an operator would; returns its URL.
+    public static func migratedWalletDatabase(on cluster: LocalCluster) throws -> String {
+        let admin = try Connection(options: .init(conninfo: cluster.conninfo()))
+        try admin.execute("CREATE DATABASE wallet")
+        admin.close()
+        let databaseURL = cluster.conninfo(database: "wallet")
+        try walletCommand(["migrate"], databaseURL: databaseURL)
+        return databaseURL
     }
 
     /// The process environment without the caller's WALLET_* settings, plus `extra`.

@@ -100,11 +100,7 @@ struct StallTests {
         let requestTimeoutSeconds = 3.0
         let cluster = try TestCluster.start(name: "freeze")
         defer { TestCluster.destroy(cluster) }
-        let admin = try Connection(options: .init(conninfo: cluster.conninfo()))
-        try admin.execute("CREATE DATABASE wallet")
-        admin.close()
-        let databaseURL = cluster.conninfo(database: "wallet")
-        try ChaosRun.walletCommand(["migrate"], databaseURL: databaseURL)
+        let databaseURL = try ChaosRun.migratedWalletDatabase(on: cluster)
         let users = (0..<8).map { "frozen-\($0)" }
         let (server, port, key) = try Self.serve(databaseURL: databaseURL, users: users,
                                                  extra: ["WALLET_REQUEST_TIMEOUT_SECONDS": "3"])
