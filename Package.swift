@@ -61,19 +61,28 @@ let package = Package(
 
         // Tests. Unit tests per target; WalletServiceTests is the integration
         // suite that goes through the real server and a real PostgreSQL.
+        // Test-only signing: a P-256 private key and a certificate authority
+        // that issues strict-mode chains. The service only verifies, so this
+        // is not part of Crypto; it may use OpenSSL because it is not product.
+        .target(name: "CryptoTestSupport", dependencies: ["Crypto", "COpenSSL"], path: "Tests/CryptoTestSupport"),
         .target(
             name: "TestSupport",
-            dependencies: ["Postgres", "HTTPServer", "Crypto", "AppStore", "WalletService"],
+            dependencies: ["Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore", "WalletService"],
             path: "Tests/TestSupport"
         ),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"]),
-        .testTarget(name: "CryptoTests", dependencies: ["Crypto"]),
-        .testTarget(name: "AppStoreTests", dependencies: ["AppStore", "Crypto", "TestSupport"], exclude: ["Vectors"]),
+        .testTarget(name: "CryptoTests", dependencies: ["Crypto", "CryptoTestSupport"]),
+        .testTarget(
+            name: "AppStoreTests", dependencies: ["AppStore", "Crypto", "CryptoTestSupport", "TestSupport"], exclude: ["Vectors"]
+        ),
         .testTarget(name: "WalletCoreTests", dependencies: ["WalletCore"]),
         .testTarget(
             name: "WalletServiceTests",
-            dependencies: ["WalletService", "Postgres", "HTTPServer", "Crypto", "AppStore", "WalletCore", "TestSupport"]
+            dependencies: [
+                "WalletService", "Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore", "WalletCore",
+                "TestSupport",
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

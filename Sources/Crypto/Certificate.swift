@@ -8,7 +8,7 @@ public struct CertificateError: Error, Sendable, Equatable, CustomStringConverti
     /// OpenSSL's own account, for logs only.
     let openSSLDetail: String
 
-    init(_ message: String, openSSLDetail: String = "") {
+    package init(_ message: String, openSSLDetail: String = "") {
         self.message = message
         self.openSSLDetail = openSSLDetail
     }
@@ -29,7 +29,7 @@ public final class Certificate: @unchecked Sendable {
     public static let derBytesMax = 16 * 1024
 
     /// Owned reference; freed in `deinit`.
-    let x509: OpaquePointer
+    package let x509: OpaquePointer
 
     /// The DER encoding, exactly as received (for `init(der:)`).
     public let derBytes: [UInt8]
@@ -180,7 +180,7 @@ public final class Certificate: @unchecked Sendable {
         derBytes == other.derBytes
     }
 
-    static func encode(_ x509: OpaquePointer) -> [UInt8] {
+    package static func encode(_ x509: OpaquePointer) -> [UInt8] {
         let length = i2d_X509(x509, nil)
         guard length > 0 else { return [] }
         var bytes = [UInt8](repeating: 0, count: Int(length))

@@ -5,7 +5,7 @@ import COpenSSL
 /// The pointer is never nil, even for an empty collection, because several
 /// OpenSSL entry points treat a NULL buffer differently from an empty one
 /// (HMAC with a NULL key, for one, means "reuse the previous key").
-func withBytePointer<R>(
+package func withBytePointer<R>(
     _ bytes: some Collection<UInt8>,
     _ body: (UnsafePointer<UInt8>, Int) -> R
 ) -> R {
@@ -26,7 +26,7 @@ func withBytePointer<R>(
 ///
 /// The text is for `debugDescription` only: it names OpenSSL internals, which
 /// callers must not show to clients.
-func drainOpenSSLErrors() -> String {
+package func drainOpenSSLErrors() -> String {
     var messages: [String] = []
     // Bounded: the queue holds at most 16 entries.
     for _ in 0..<32 {

@@ -6,13 +6,13 @@ import COpenSSL
 /// shared freely across threads.
 public final class PublicKey: @unchecked Sendable {
     /// Owned reference; freed in `deinit`.
-    let pkey: OpaquePointer
+    package let pkey: OpaquePointer
 
     /// Whether this is an EC key on the NIST P-256 curve (prime256v1).
     public let isP256: Bool
 
     /// Takes ownership of one reference to `pkey`.
-    init(owning pkey: OpaquePointer) {
+    package init(owning pkey: OpaquePointer) {
         self.pkey = pkey
         self.isP256 = Self.isP256(pkey)
     }
@@ -55,7 +55,7 @@ public final class PublicKey: @unchecked Sendable {
         return result == 1
     }
 
-    static let p256ScalarByteCount = 32
+    package static let p256ScalarByteCount = 32
 
     /// Re-encodes r‖s as the DER `ECDSA-Sig-Value` that OpenSSL verifies.
     static func derSignature(fromRaw raw: [UInt8]) -> [UInt8]? {

@@ -68,13 +68,6 @@ public protocol ProblemConvertible: Error {
     var problem: Problem { get }
 }
 
-/// A request body that is not acceptable JSON.
-public enum JSONBodyError: Error, Sendable, Equatable {
-    /// Not JSON by RFC 8259, or refused by the strict parser; the detail
-    /// names the problem and its byte offset.
-    case malformed(String)
-}
-
 // MARK: - Problems the server itself produces
 
 extension Problem {
@@ -133,8 +126,6 @@ extension Problem {
             return (problem, false)
         case let convertible as any ProblemConvertible:
             return (convertible.problem, false)
-        case JSONBodyError.malformed(let detail):
-            return (Problem(status: 400, code: "malformed_json", title: "Malformed JSON", detail: detail), false)
         case let decoding as DecodingError:
             return (validationFailed(decoding), false)
         default:

@@ -40,25 +40,6 @@ public struct Request: Sendable {
     }
 }
 
-extension Request {
-    /// Parses the body as strict JSON and decodes `T` from it.
-    ///
-    /// - Throws: `JSONBodyError.malformed` when the body is not acceptable
-    ///   JSON (the server answers 400 `malformed_json`), or the
-    ///   `DecodingError` naming the field (the server answers 422
-    ///   `validation_failed`). Errors from `T`'s own `init(from:)` pass through.
-    public func decodeJSON<T: Decodable>(_ type: T.Type) throws -> T {
-        guard !body.isEmpty else { throw JSONBodyError.malformed("the request body is empty") }
-        let value: JSONValue
-        do {
-            value = try JSONParser.parse(body)
-        } catch {
-            throw JSONBodyError.malformed(error.detail)
-        }
-        return try JSONValueDecoder().decode(type, from: value)
-    }
-}
-
 /// Header fields in arrival order. Names compare case-insensitively and are
 /// stored in lowercase.
 public struct Headers: Sendable, Sequence {

@@ -1,5 +1,3 @@
-public import Foundation
-
 /// A Swift value that can be sent as a text-format bind parameter.
 public protocol PostgresEncodable: Sendable {
     /// The PostgreSQL text representation; nil is SQL NULL.
@@ -121,16 +119,6 @@ extension Optional: PostgresEncodable where Wrapped: PostgresEncodable {
     }
 }
 
-extension Date: PostgresDecodable {
-    /// Reads `timestamptz` text as the server prints it with `TimeZone=UTC`
-    /// (`2026-12-02 10:53:14.123456+00`). Prefer formatting in SQL when the
-    /// text goes to a client unchanged.
-    public init(postgresText text: String) throws(PostgresError) {
-        guard let date = parseTimestamp(text) else { throw .undecodable(text, as: "Date") }
-        self = date
-    }
-}
-
 private let hexDigits: [Unicode.Scalar] = Array("0123456789abcdef".unicodeScalars)
 
 private func hexValue(_ byte: UInt8) -> UInt8? {
@@ -140,56 +128,6 @@ private func hexValue(_ byte: UInt8) -> UInt8? {
     case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
     default: nil
     }
-}
-
-private func parseTimestamp(_ text: String) -> Date? {
-    // yyyy-mm-dd hh:mm:ss[.ffffff](+|-)hh[:mm]
-    let scalars = Array(text.utf8)
-    func number(_ range: Range<Int>) -> Int? {
-        guard range.upperBound <= scalars.count else { return nil }
-        var value = 0
-        for index in range {
-            let digit = Int(scalars[index]) - 48
-            guard (0...9).contains(digit) else { return nil }
-            value = value * 10 + digit
-        }
-        return value
-    }
-    guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
-          let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19)
-    else { return nil }
-    var index = 19
-    var fraction = 0.0
-    if index < scalars.count, scalars[index] == UInt8(ascii: ".") {
-        index += 1
-        var scale = 0.1
-        while index < scalars.count, let digit = number(index..<(index + 1)) {
-            fraction += Double(digit) * scale
-            scale /= 10
-            index += 1
-        }
-    }
-    var offsetSeconds = 0
-    if index < scalars.count {
-        let sign = scalars[index] == UInt8(ascii: "-") ? -1 : 1
-        guard let hours = number((index + 1)..<(index + 3)) else { return nil }
-        var minutes = 0
-        if index + 5 < scalars.count + 1, index + 3 < scalars.count, scalars[index + 3] == UInt8(ascii: ":") {
-            minutes = number((index + 4)..<(index + 6)) ?? 0
-        }
-        offsetSeconds = sign * (hours * 3600 + minutes * 60)
-    }
-    var components = DateComponents()
-    components.year = year
-    components.month = month
-    components.day = day
-    components.hour = hour
-    components.minute = minute
-    components.second = second
-    var calendar = Calendar(identifier: .gregorian)
-    calendar.timeZone = TimeZone(secondsFromGMT: 0)!
-    guard let base = calendar.date(from: components) else { return nil }
-    return base.addingTimeInterval(fraction - Double(offsetSeconds))
 }
 
 extension PostgresError {

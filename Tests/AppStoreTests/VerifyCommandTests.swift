@@ -1,5 +1,6 @@
 import AppStore
 import Crypto
+import CryptoTestSupport
 import Foundation
 import TestSupport
 import Testing

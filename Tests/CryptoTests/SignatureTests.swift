@@ -1,4 +1,5 @@
 import Crypto
+import CryptoTestSupport
 import Testing
 
 @Suite struct SignatureTests {

@@ -113,17 +113,6 @@ import Testing
         #expect(throws: DecodingError.self) { _ = try decode(Kind.self, "\"refund\"") }
     }
 
-    @Test func decodeJSONSeparatesSyntaxFromValidation() throws {
-        struct Body: Decodable { var amount: Int }
-        func request(_ body: String) -> Request {
-            Request(method: "POST", path: "/", body: Array(body.utf8), requestID: "r")
-        }
-        #expect(try request(#"{"amount": 7}"#).decodeJSON(Body.self).amount == 7)
-        #expect(throws: JSONBodyError.self) { _ = try request(#"{"amount": 7, "amount": 8}"#).decodeJSON(Body.self) }
-        #expect(throws: JSONBodyError.self) { _ = try request("").decodeJSON(Body.self) }
-        #expect(throws: DecodingError.self) { _ = try request(#"{"amount": 7.0}"#).decodeJSON(Body.self) }
-    }
-
     @Test func jsonValueRoundTripsThroughFoundation() throws {
         let value: JSONValue = ["a": [1, "two", true, nil], "b": ["c": .number("-12")]]
         let data = try JSONEncoder().encode(value)

@@ -1,5 +1,6 @@
 public import AppStore
 public import Crypto
+public import CryptoTestSupport
 public import Foundation
 
 /// An in-process stand-in for Apple's signing PKI: a root, an intermediate

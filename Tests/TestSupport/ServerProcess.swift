@@ -5,7 +5,16 @@ import Synchronization
 public final class ServerProcess: Sendable {
     private final class Buffer: Sendable {
         let text = Mutex<String>("")
+        /// Set once the pipe reports end of file: every byte written is in `text`.
+        let ended = Atomic<Bool>(false)
     }
+
+    /// The `wallet` executable, built beside the test bundle.
+    public static let walletBinary: String = {
+        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        if directory.lastPathComponent.hasSuffix(".xctest") { directory.deleteLastPathComponent() }
+        return directory.appendingPathComponent("wallet").path
+    }()
 
     private let process: Process
     private let collected = Buffer()
@@ -26,6 +35,7 @@ public final class ServerProcess: Sendable {
             let data = handle.availableData
             if data.isEmpty {
                 handle.readabilityHandler = nil
+                collected.ended.store(true, ordering: .releasing)
             } else {
                 collected.text.withLock { $0 += String(decoding: data, as: UTF8.self) }
             }
@@ -57,6 +67,12 @@ public final class ServerProcess: Sendable {
             Thread.sleep(forTimeInterval: 0.05)
         }
         return false
+    }
+
+    /// Waits until the process's standard output has ended (it exited, or
+    /// closed it), at most `seconds`; then `output` holds all it wrote.
+    public func waitForEndOfOutput(seconds: Double) -> Bool {
+        waitFor(seconds: seconds) { collected.ended.load(ordering: .acquiring) }
     }
 
     public func signal(_ signal: Int32) {

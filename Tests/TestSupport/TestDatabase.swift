@@ -36,6 +36,18 @@ public enum TestDatabase {
         return options
     }
 
+    /// Waits until at least `count` sessions of `connection`'s database wait
+    /// for a lock, at most `seconds`. A test that holds a row lock uses it
+    /// to know its request has reached the lock, instead of guessing a time.
+    public static func waitForLockWaiters(_ count: Int = 1, on connection: Connection, seconds: Double = 30) -> Bool {
+        waitFor(seconds: seconds) {
+            let waiting = try? connection.query("""
+                SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+                """)[0].decode(Int.self, at: 0)
+            return (waiting ?? 0) >= count
+        }
+    }
+
     /// A pool over a new database, with sizes suited to tests.
     public static func makePool(maximumConnections: Int = 8) throws -> ConnectionPool {
         var configuration = ConnectionPool.Configuration(connection: try make())

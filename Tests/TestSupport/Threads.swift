@@ -23,3 +23,15 @@ public func runOnThreads(_ count: Int, timeoutSeconds: Double = 60, _ body: @esc
     for _ in 0..<count { start.signal() }
     return group.wait(timeout: .now() + timeoutSeconds) == .success
 }
+
+/// Polls `condition` until it holds, at most `seconds`. For a test that must
+/// wait for state it cannot be told about (a lock wait, a closed socket);
+/// returns whether the condition held by the deadline.
+public func waitFor(seconds: Double, _ condition: () -> Bool) -> Bool {
+    let deadline = Date(timeIntervalSinceNow: seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        Thread.sleep(forTimeInterval: 0.02)
+    }
+    return condition()
+}

@@ -8,11 +8,7 @@ import WalletService
 @Suite(.timeLimit(.minutes(3)))
 struct CommandLineTests {
     /// The built `wallet` executable, beside the test bundle.
-    static let walletBinary: String = {
-        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        if directory.lastPathComponent.hasSuffix(".xctest") { directory.deleteLastPathComponent() }
-        return directory.appendingPathComponent("wallet").path
-    }()
+    static let walletBinary = ServerProcess.walletBinary
 
     func environment(_ extra: [String: String]) -> [String: String] {
         var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("WALLET_") }
@@ -165,9 +161,11 @@ struct CommandLineTests {
             method: "POST", path: "/v1/debits",
             headers: [("Authorization", "Bearer \(key)"), ("Content-Type", "application/json"), ("Idempotency-Key", "in-flight")],
             body: Array(#"{"user_id":"alice","amount":40}"#.utf8), port: port))
-        Thread.sleep(forTimeInterval: 0.3)
+        #expect(TestDatabase.waitForLockWaiters(on: connection), "the debit never reached the held row")
         server.signal(SIGTERM)
-        Thread.sleep(forTimeInterval: 0.3)
+        // Draining shuts the listening socket, so a refused connect shows the
+        // signal has arrived while the debit is still held.
+        #expect(waitFor(seconds: 20) { (try? HTTPTestClient(port: port, timeoutSeconds: 1)) == nil })
         try blocker.execute("COMMIT")
 
         let response = try client.readResponse()
@@ -210,10 +208,12 @@ struct CommandLineTests {
         let check = try wallet(["check"], ["WALLET_DATA_DIR": dataDirectory])
         #expect(check.status == 0, "\(check.error)")
         #expect(try waitForReady(port: secondPort, seconds: 5))
-        Thread.sleep(forTimeInterval: 1)
-        #expect(!again.output.contains("Development API keys"))
+        // Keys are printed, if at all, before the service waits for a signal,
+        // so once its output has ended it is complete.
         again.signal(SIGTERM)
         #expect(again.waitForExit(seconds: 60) == 0)
+        #expect(again.waitForEndOfOutput(seconds: 10))
+        #expect(!again.output.contains("Development API keys"))
         #expect(postgresProcesses(for: dataDirectory) == 0)
     }
 
@@ -245,14 +245,9 @@ struct CommandLineTests {
     }
 
     private func waitForReady(port: UInt16, seconds: Double = 30) throws -> Bool {
-        let deadline = Date(timeIntervalSinceNow: seconds)
-        while Date() < deadline {
-            if let client = try? HTTPTestClient(port: port, timeoutSeconds: 5),
-               let response = try? client.request(method: "GET", path: "/readyz"), response.status == 200 {
-                return true
-            }
-            Thread.sleep(forTimeInterval: 0.1)
+        waitFor(seconds: seconds) {
+            guard let client = try? HTTPTestClient(port: port, timeoutSeconds: 5) else { return false }
+            return (try? client.request(method: "GET", path: "/readyz"))?.status == 200
         }
-        return false
     }
 }

@@ -169,16 +169,16 @@ struct GroupCommitTests {
             writer.submit(operation, deadline: deadline) { result in results.withLock { $0[name] = result } }
         }
         submit("held", .debit(debit("held-1", "held", 1)))
-        Thread.sleep(forTimeInterval: 0.3)
+        #expect(TestDatabase.waitForLockWaiters(on: connection), "the first batch never reached the held row")
         submit("overflow", .credit(credit("boom", "full", "guodong5000")))
         for index in 0..<20 {
             submit("good-\(index)", .credit(credit("good-\(index)", "user-\(index)")))
         }
-        Thread.sleep(forTimeInterval: 0.2)
+        // The writer is held, so all 21 are queued behind it: one batch.
+        #expect(waitFor(seconds: 30) { writer.queueDepth == 21 }, "queued: \(writer.queueDepth)")
         try blocker.execute("COMMIT")
 
-        let waitUntil = Date(timeIntervalSinceNow: 30)
-        while results.withLock({ $0.count }) < 22 && Date() < waitUntil { Thread.sleep(forTimeInterval: 0.05) }
+        _ = waitFor(seconds: 30) { results.withLock { $0.count } == 22 }
         let outcomes = results.withLock { $0 }
         #expect(outcomes.count == 22)
         // The bad one fails alone; every other one is applied.
@@ -236,12 +236,11 @@ struct GroupCommitTests {
         try connection.query("""
             SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'wallet-writer-under-test'
             """)
-        let deadline = Date(timeIntervalSinceNow: 30)
-        while try connection.query("""
-            SELECT count(*) FROM pg_stat_activity WHERE application_name = 'wallet-writer-under-test'
-            """)[0].decode(Int.self, at: 0) > 0, Date() < deadline {
-            Thread.sleep(forTimeInterval: 0.02)
-        }
+        #expect(waitFor(seconds: 30) {
+            (try? connection.query("""
+                SELECT count(*) FROM pg_stat_activity WHERE application_name = 'wallet-writer-under-test'
+                """)[0].decode(Int.self, at: 0)) == 0
+        })
         // Nothing was sent on the dead connection: the debit runs on a new one.
         let answered = answer(writer, .debit(debit("k2", "alice", 1)))
         guard case .success(.debit(let second))? = answered else {

@@ -1,4 +1,5 @@
 import Crypto
+import CryptoTestSupport
 import Foundation
 import HTTPServer
 import Postgres

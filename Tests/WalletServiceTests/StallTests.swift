@@ -70,15 +70,6 @@ struct StallTests {
     }
 
     /// Polls `condition` every 20 ms until it holds or `seconds` pass.
-    static func waitFor(seconds: Double, _ condition: () -> Bool) -> Bool {
-        let deadline = HTTPTestClient.now() + seconds
-        while HTTPTestClient.now() < deadline {
-            if condition() { return true }
-            Thread.sleep(forTimeInterval: 0.02)
-        }
-        return condition()
-    }
-
     static func check(databaseURL: String) throws -> (status: Int32, output: String) {
         let result = try runProcess([CommandLineTests.walletBinary, "check"],
                                     environment: ChaosRun.walletEnvironment(["WALLET_DATABASE_URL": databaseURL]))
@@ -109,11 +100,7 @@ struct StallTests {
         let requestTimeoutSeconds = 3.0
         let cluster = try TestCluster.start(name: "freeze")
         defer { TestCluster.destroy(cluster) }
-        let admin = try Connection(options: .init(conninfo: cluster.conninfo()))
-        try admin.execute("CREATE DATABASE wallet")
-        admin.close()
-        let databaseURL = cluster.conninfo(database: "wallet")
-        try ChaosRun.walletCommand(["migrate"], databaseURL: databaseURL)
+        let databaseURL = try ChaosRun.migratedWalletDatabase(on: cluster)
         let users = (0..<8).map { "frozen-\($0)" }
         let (server, port, key) = try Self.serve(databaseURL: databaseURL, users: users,
                                                  extra: ["WALLET_REQUEST_TIMEOUT_SECONDS": "3"])
@@ -168,14 +155,14 @@ struct StallTests {
         load.start()
 
         // Traffic flows first.
-        #expect(Self.waitFor(seconds: 30) { observations.withLock { $0.filter { $0.status == 201 }.count } >= 20 })
+        #expect(waitFor(seconds: 30) { observations.withLock { $0.filter { $0.status == 201 }.count } >= 20 })
         // Freeze: the postmaster first, so it starts nothing new, then the rest.
         let processes = try Self.serverProcesses(of: cluster)
         for pid in processes where kill(pid, SIGSTOP) == 0 { frozen.withLock { $0.append(pid) } }
         let frozeAt = HTTPTestClient.now()
         freezeStarted.store(Int64(frozeAt * 1_000), ordering: .relaxed)
         // Long enough for cached keys to expire and for several request timeouts.
-        #expect(Self.waitFor(seconds: 30) {
+        #expect(waitFor(seconds: 30) {
             observations.withLock { $0.filter { $0.startedSeconds > frozeAt + requestTimeoutSeconds + 2 }.count } >= 20
         })
         let thawAt = HTTPTestClient.now()
@@ -183,7 +170,7 @@ struct StallTests {
         frozen.withLock { $0.removeAll() }
 
         // Recovery, by itself.
-        let recovered = Self.waitFor(seconds: 30) {
+        let recovered = waitFor(seconds: 30) {
             observations.withLock { $0.contains { $0.startedSeconds > thawAt && $0.status == 201 } }
         }
         #expect(recovered, "no debit succeeded within 30 s of the database thawing")
@@ -241,7 +228,7 @@ struct StallTests {
         }
         lockedThread.start()
         // The writer waits on the row lock.
-        #expect(Self.waitFor(seconds: 30) {
+        #expect(waitFor(seconds: 30) {
             ((try? watcher.query("SELECT count(*) FROM pg_locks WHERE NOT granted")[0].decode(Int.self, at: 0)) ?? 0) > 0
         })
 
@@ -259,7 +246,7 @@ struct StallTests {
         #expect(statuses.withLock { $0 }.values.allSatisfy { $0 == 201 }, "\(statuses.withLock { $0 })")
         #expect(seconds < 30)
 
-        #expect(Self.waitFor(seconds: 30) { lockedAnswer.withLock { $0 } != nil })
+        #expect(waitFor(seconds: 30) { lockedAnswer.withLock { $0 } != nil })
         let busy = try #require(lockedAnswer.withLock { $0 })
         #expect(busy.status == 503)
         #expect(Self.code(busy) == "wallet_busy")
@@ -298,7 +285,7 @@ struct StallTests {
 
         let watcher = try Connection(options: options)
         var waitingBackend: Int?
-        #expect(Self.waitFor(seconds: 30) {
+        #expect(waitFor(seconds: 30) {
             waitingBackend = try? watcher.query("""
                 SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a USING (pid)
                 WHERE NOT l.granted AND a.application_name = 'wallet' LIMIT 1
@@ -308,7 +295,7 @@ struct StallTests {
         let backend = try #require(waitingBackend)
         try watcher.query("SELECT pg_terminate_backend(\(backend))")
 
-        #expect(Self.waitFor(seconds: 30) { answer.withLock { $0 } != nil })
+        #expect(waitFor(seconds: 30) { answer.withLock { $0 } != nil })
         let unknown = try #require(answer.withLock { $0 })
         #expect(unknown.status == 503)
         #expect(Self.code(unknown) == "outcome_unknown")

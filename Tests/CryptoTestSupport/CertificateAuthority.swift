@@ -1,3 +1,4 @@
+public import Crypto
 public import Foundation
 import COpenSSL
 
@@ -53,7 +54,7 @@ public struct CertificateProfile: Sendable {
     }
 }
 
-/// A certificate authority for tests and command-line utilities: it issues
+/// A certificate authority for tests: it issues
 /// X.509 v3 certificates signed with ECDSA P-256 / SHA-256 that pass
 /// OpenSSL's strict mode, so a test can build a realistic chain in-process.
 ///

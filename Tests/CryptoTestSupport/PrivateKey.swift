@@ -1,7 +1,9 @@
+public import Crypto
 import COpenSSL
 
-/// A P-256 private key, for tests and command-line utilities that sign
-/// their own tokens and certificates. The service never signs with ECDSA.
+/// A P-256 private key, for tests that sign their own tokens and
+/// certificates. The service never signs with ECDSA, so this lives beside
+/// the tests rather than in `Crypto`.
 public final class PrivateKey: @unchecked Sendable {
     /// Owned reference; freed in `deinit`.
     let pkey: OpaquePointer
