@@ -35,7 +35,7 @@ build: deps
 
 # Every suite (a throwaway PostgreSQL is started by the tests; the chaos
 # test runs in its bounded form), then the API fuzzer against the built
-# service, then the compose file's syntax.
+# service, then the compose file's rules and the target graph's levels.
 test: deps
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	@# One test at a time: many tests block a thread on sockets and child
@@ -45,6 +45,7 @@ test: deps
 	$(SWIFT) test --skip-build --no-parallel
 	Scripts/api-fuzz.sh .build/debug/wallet
 	/usr/bin/python3 Scripts/check-compose.py docker-compose.yml
+	$(SWIFT) package dump-package | /usr/bin/python3 Scripts/check-layers.py
 
 # The service on 127.0.0.1:8080 with the embedded development database.
 # Ctrl-C (or SIGTERM to `wallet serve`) stops it and its PostgreSQL.

@@ -1,0 +1,67 @@
+#!/usr/bin/python3
+"""Checks the target graph: every product target depends only on lower levels.
+
+Run: swift package dump-package | /usr/bin/python3 Scripts/check-layers.py
+
+Levels, lowest first (a target may depend only on targets of a lower level):
+  0  the C shims and Logging
+  1  WalletCore, Postgres, HTTPServer, Crypto
+  2  store adapters: AppStore, GooglePlay
+  3  WalletStore
+  4  WalletService
+  5  wallet (the command line)
+Test targets, test-support targets under Tests/ and the build-time embedding
+tool are outside the rule. A product target missing from the table fails the
+check, so a new one is placed on purpose. Only the adapter targets (Postgres,
+HTTPServer, Crypto) may import a C shim; that is checked in Sources/ too.
+"""
+import json
+import pathlib
+import re
+import sys
+
+LEVELS = {
+    "CLibPQ": 0, "CMicroHTTPD": 0, "COpenSSL": 0, "Logging": 0,
+    "WalletCore": 1, "Postgres": 1, "HTTPServer": 1, "Crypto": 1,
+    "AppStore": 2, "GooglePlay": 2,
+    "WalletStore": 3,
+    "WalletService": 4,
+    "wallet": 5,
+}
+OUTSIDE = {"EmbedFilesTool", "EmbedFiles"}
+C_SHIMS = {"CLibPQ", "CMicroHTTPD", "COpenSSL"}
+ADAPTERS = {"Postgres", "HTTPServer", "Crypto"}
+
+package = json.load(sys.stdin)
+problems = []
+for target in package["targets"]:
+    name = target["name"]
+    if target["type"] == "test" or name in OUTSIDE or (target.get("path") or "").startswith("Tests/"):
+        continue
+    if name not in LEVELS:
+        problems.append(f"{name}: not placed in a level (add it to Scripts/check-layers.py)")
+        continue
+    for dependency in target.get("dependencies", []):
+        other = next(iter(dependency.values()))[0]
+        if other in OUTSIDE:
+            continue
+        if other not in LEVELS:
+            problems.append(f"{name} depends on {other}, which is not placed in a level")
+        elif LEVELS[other] >= LEVELS[name]:
+            kind = "sideways" if LEVELS[other] == LEVELS[name] else "upward"
+            problems.append(f"{name} (level {LEVELS[name]}) depends {kind} on {other} (level {LEVELS[other]})")
+        if other in C_SHIMS and name not in ADAPTERS:
+            problems.append(f"{name} depends on the C shim {other}; only {sorted(ADAPTERS)} may")
+
+importing = re.compile(r"^\s*(?:@\w+\s+)*(?:public |package |internal )?import\s+(" + "|".join(C_SHIMS) + r")\b", re.M)
+for source in sorted(pathlib.Path("Sources").rglob("*.swift")):
+    owner = source.parts[1]
+    if owner not in ADAPTERS:
+        for match in importing.finditer(source.read_text()):
+            problems.append(f"{source}: imports {match.group(1)}; only {sorted(ADAPTERS)} may")
+
+if problems:
+    print("target graph:", *problems, sep="\n  ")
+    sys.exit(1)
+placed = sorted((LEVELS[t["name"]], t["name"]) for t in package["targets"] if t["name"] in LEVELS)
+print("target graph: no upward or sideways edge;", ", ".join(f"{n} {l}" for l, n in placed))
