@@ -64,7 +64,7 @@ struct AppStoreAPI: Sendable {
                     metrics.countNotification(failure: .overloaded)
                     throw WalletError.overloaded
                 }
-                responder.send(try process(signedPayload, requestID: requestID))
+                responder.send(try process(signedPayload, requestID: requestID, deadline: deadline))
             } catch {
                 responder.fail(error)
             }
@@ -76,7 +76,8 @@ struct AppStoreAPI: Sendable {
         }
     }
 
-    private func process(_ signedPayload: String, requestID: String) throws -> Response {
+    private func process(_ signedPayload: String, requestID: String,
+                         deadline: ContinuousClock.Instant) throws -> Response {
         let notification: VerifiedNotification
         do {
             notification = try verifier.verifyNotification(signedPayload)
@@ -101,7 +102,9 @@ struct AppStoreAPI: Sendable {
             payloadJSON: String(decoding: notification.payloadJSON, as: UTF8.self))
         let outcome: String
         do {
-            outcome = try WalletAPI.read(pool: pool, metrics: metrics, timeoutSeconds: Double(requestTimeoutSeconds)) {
+            // By the request's own deadline: the queue and the signature
+            // checks have used part of its time already.
+            outcome = try WalletAPI.read(pool: pool, metrics: metrics, deadline: deadline) {
                 try LedgerStore.applyNotification(record, on: $0)
             }
         } catch {

@@ -6,19 +6,19 @@ import WalletCore
 /// The one way a libmicrohttpd thread reads the database: API-key lookups,
 /// `/readyz` and the GET handlers.
 ///
-/// - A read holds its thread for `deadlineSeconds` at most. A balance read
+/// - A read holds its thread for `deadline` at most. A balance read
 ///   takes well under a millisecond and a page of entries a few; a second
 ///   is hundreds of times that, yet short enough that `/healthz` and the
 ///   other requests on the few server threads keep being answered.
 /// - When a read finds the database unavailable, the reads of the next
-///   `quietSeconds` answer 503 at once instead of each spending its second
+///   `quiet` answer 503 at once instead of each spending its second
 ///   on a server thread. Without that, requests queued behind each other on
 ///   one thread would add their waits up while the database is stalled.
 ///   The first read after the quiet period probes the database again, so
 ///   the service recovers by itself within about a second of its return.
 final class ServerThreadReads: Sendable {
-    static let deadlineSeconds = 1.0
-    static let quietSeconds = 1.0
+    static let deadline = Duration.seconds(1)
+    static let quiet = Duration.seconds(1)
 
     private let pool: ConnectionPool
     private let metrics: Metrics
@@ -29,7 +29,7 @@ final class ServerThreadReads: Sendable {
         self.metrics = metrics
     }
 
-    /// Runs `body` on a pooled connection within `deadlineSeconds`, or
+    /// Runs `body` on a pooled connection within `deadline`, or
     /// throws `WalletError.databaseUnavailable` at once in a quiet period.
     func run<T>(_ body: (Connection) throws -> T) throws -> T {
         let now = ContinuousClock.now
@@ -38,11 +38,11 @@ final class ServerThreadReads: Sendable {
             throw WalletError.databaseUnavailable
         }
         do {
-            let result = try WalletAPI.read(pool: pool, metrics: metrics, timeoutSeconds: Self.deadlineSeconds, body)
+            let result = try WalletAPI.read(pool: pool, metrics: metrics, deadline: now + Self.deadline, body)
             quietUntil.withLock { $0 = nil }
             return result
         } catch WalletError.databaseUnavailable {
-            quietUntil.withLock { $0 = .now + .milliseconds(Int(Self.quietSeconds * 1_000)) }
+            quietUntil.withLock { $0 = .now + Self.quiet }
             throw WalletError.databaseUnavailable
         }
     }

@@ -255,11 +255,10 @@ struct WalletAPI: Sendable {
         try reads.run(body)
     }
 
-    /// A read within `timeoutSeconds`. A read that meets a connection the
-    /// server has dropped (after a restart) is tried once more on a fresh one.
-    static func read<T>(pool: ConnectionPool, metrics: Metrics, timeoutSeconds: Double,
+    /// A read by `deadline`. A read that meets a connection the server has
+    /// dropped (after a restart) is tried once more on a fresh one.
+    static func read<T>(pool: ConnectionPool, metrics: Metrics, deadline: ContinuousClock.Instant,
                         _ body: (Connection) throws -> T) throws -> T {
-        let deadline = ContinuousClock.now + .milliseconds(Int(timeoutSeconds * 1_000))
         var attempt = 0
         while true {
             attempt += 1

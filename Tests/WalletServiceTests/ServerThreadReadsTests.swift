@@ -40,7 +40,7 @@ struct ServerThreadReadsTests {
         #expect(metrics.render(pool: nil, writerQueueDepth: 0).contains(#"wallet_db_errors_total{kind="fast_fail"} 20"#))
 
         // Once the quiet period is over, a read probes the database again.
-        Thread.sleep(forTimeInterval: ServerThreadReads.quietSeconds + 0.1)
+        Thread.sleep(forTimeInterval: Double(ServerThreadReads.quiet.components.seconds) + 0.1)
         #expect(throws: WalletError.databaseUnavailable) { try read() }
         #expect(silent.accepted > afterFirst)
     }
