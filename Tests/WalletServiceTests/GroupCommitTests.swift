@@ -203,15 +203,45 @@ struct GroupCommitTests {
 
     /// Waits for one operation's answer, at most `seconds`.
     func answer(_ writer: GroupCommit, _ operation: GroupCommit.Operation,
-                seconds: Int = 30) -> Result<GroupCommit.Outcome, any Error>? {
+                within time: Duration = .seconds(30)) -> Result<GroupCommit.Outcome, any Error>? {
         let result = Mutex<Result<GroupCommit.Outcome, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
-        writer.submit(operation, deadline: .now + .seconds(seconds)) { answer in
+        writer.submit(operation, deadline: .now + time) { answer in
             result.withLock { $0 = answer }
             done.signal()
         }
-        _ = done.wait(timeout: .now() + .seconds(seconds + 5))
+        _ = done.wait(timeout: .now() + .seconds(Int(time.components.seconds) + 5))
         return result.withLock { $0 }
+    }
+
+    /// A batch runs against its items' earliest deadline, so an operation
+    /// with almost no time left is answered without being sent: otherwise it
+    /// would cut its whole batch's time short and turn every operation of it
+    /// into an unknown outcome.
+    @Test func anOperationWithTooLittleTimeLeftIsNotSent() throws {
+        let database = try TestDatabase.make()
+        var configuration = ConnectionPool.Configuration(connection: database)
+        configuration.maximumConnections = 1
+        let pool = ConnectionPool(configuration: configuration, logger: Logger(label: "test", sink: .discard))
+        let writer = GroupCommit(writerCount: 1, batchOperationsMax: 256, pool: pool, metrics: Metrics(),
+                                 logger: Logger(label: "test", sink: .discard))
+        defer { writer.shutdown(timeoutSeconds: 10); pool.shutdown() }
+
+        let hurried = answer(writer, .credit(credit("hurried-1", "ann")), within: GroupCommit.sendTimeMin / 2)
+        guard case .failure(let error as WalletError)? = hurried else {
+            Issue.record("an operation with too little time left was run: \(String(describing: hurried))")
+            return
+        }
+        #expect(error == .databaseUnavailable)
+        guard case .success(.credit(let result))? = answer(writer, .credit(credit("patient-1", "ann"))) else {
+            Issue.record("an operation with time to spare was not applied")
+            return
+        }
+        #expect(result.outcome == .credited)
+        let connection = try Connection(options: database)
+        #expect(try connection.query("SELECT count(*) FROM wallet.credits")[0].decode(Int.self, at: 0) == 1)
+        #expect(try connection.query("SELECT count(*) FROM wallet.credits WHERE flow_no = 'hurried-1'")[0]
+            .decode(Int.self, at: 0) == 0)
     }
 
     @Test func aConnectionThatDiedBeforeSendingIsRetriedTransparently() throws {
