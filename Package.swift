@@ -82,7 +82,9 @@ let package = Package(
             dependencies: [
                 "WalletService", "Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore", "WalletCore",
                 "TestSupport",
-            ]
+            ],
+            // A previous release's function file, for the upgrade test.
+            exclude: ["PreviousRelease"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -27,16 +27,6 @@ struct AppStoreAPI: Sendable {
         var signedPayload: String
     }
 
-    struct NotificationResponse: Codable {
-        var notificationUUID: String
-        var notificationType: String
-        var outcome: String
-
-        enum CodingKeys: String, CodingKey {
-            case notificationUUID = "notification_uuid", notificationType = "notification_type", outcome
-        }
-    }
-
     /// Parses on the server thread (cheap, bounded by the body limit), then
     /// verifies and applies on `work`, a bounded pool: the request carries no
     /// key, so anyone can send one, and a signature check or a database wait
@@ -114,7 +104,9 @@ struct AppStoreAPI: Sendable {
         metrics.countNotification(outcome: outcome)
         logger.info("notification applied", ["request.id": requestID, "appstore.type": payload.notificationType,
                                               "appstore.outcome": outcome])
-        return .json(NotificationResponse(notificationUUID: payload.notificationUUID,
-                                          notificationType: payload.notificationType, outcome: outcome))
+        return .json([
+            "notification_uuid": .string(payload.notificationUUID),
+            "notification_type": .string(payload.notificationType), "outcome": .string(outcome),
+        ])
     }
 }

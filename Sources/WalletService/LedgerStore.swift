@@ -28,26 +28,45 @@ struct LedgerStore: Sendable {
         case revoked
     }
 
+    /// A credit as it stands, with the flowNO, user, product and quantity
+    /// its request named.
+    struct CreditState: Sendable, Equatable {
+        var currency: String
+        var amount: Int64
+        var status: String
+        var entryID: Int64
+        var createdAt: Timestamp
+    }
+
     struct CreditResult: Sendable {
         var outcome: CreditOutcome
-        /// The function's JSON answer: `{"credit", "balance"}` or `{"code", …}`.
-        var body: String
+        /// For `credited` and `replayed`: the credit, and its wallet's balance.
+        var credit: CreditState?
+        var balance: Int64?
+        /// For `amountMismatch`: catalog amount × quantity.
+        var expectedAmount: Int64?
     }
 
     static func credit(_ operations: [CreditOperation], on connection: Connection) throws -> [CreditResult] {
+        let requests = operations.map {
+            PostgresRecord([$0.client, $0.flowNo.rawValue, $0.userID.rawValue, $0.productID.rawValue,
+                            Int32($0.quantity.value), $0.claimedAmount, $0.source.rawValue, $0.environment])
+        }
         let rows = try connection.prepared("""
-            SELECT ord, outcome, body::text FROM wallet.credit_many(
-                \(operations.map(\.client))::text[], \(operations.map(\.flowNo.rawValue))::text[],
-                \(operations.map(\.userID.rawValue))::text[], \(operations.map(\.productID.rawValue))::text[],
-                \(operations.map { Int32($0.quantity.value) })::integer[], \(operations.map(\.claimedAmount))::bigint[],
-                \(operations.map(\.source.rawValue))::text[], \(operations.map(\.environment))::text[])
-            ORDER BY ord
+            SELECT outcome, currency, amount, status, entry_id, created_at, balance, expected_amount
+            FROM wallet.credit_many(\(requests)::wallet.credit_request[])
             """)
         guard rows.count == operations.count else { throw StoreError.unexpectedRowCount(rows.count, operations.count) }
         return try rows.map { row in
-            let outcomeText = try row.decode(String.self, at: 1)
-            guard let outcome = CreditOutcome(rawValue: outcomeText) else { throw StoreError.unknownOutcome(outcomeText) }
-            return CreditResult(outcome: outcome, body: try row.decode(String.self, at: 2))
+            let outcome = try outcome(CreditOutcome.self, row)
+            var credit: CreditState?
+            if outcome == .credited || outcome == .replayed {
+                credit = CreditState(currency: try row.decode(String.self, at: 1), amount: try row.decode(Int64.self, at: 2),
+                                     status: try row.decode(String.self, at: 3), entryID: try row.decode(Int64.self, at: 4),
+                                     createdAt: try row.decode(Timestamp.self, at: 5))
+            }
+            return CreditResult(outcome: outcome, credit: credit, balance: try row.decodeIfPresent(Int64.self, at: 6),
+                                expectedAmount: try row.decodeIfPresent(Int64.self, at: 7))
         }
     }
 
@@ -77,29 +96,43 @@ struct LedgerStore: Sendable {
         var outcome: DebitOutcome
         /// True when the answer was stored by an earlier request with the same key.
         var replayed: Bool
-        var body: String
+        /// For `debited`: the ledger entry and when it was written.
+        var entryID: Int64?
+        var createdAt: Timestamp?
+        /// For `debited`: the balance after it; for `insufficientFunds`: the
+        /// balance that was too low.
+        var balance: Int64?
         /// The request id that first got this answer.
         var requestID: String?
+        /// An answer stored whole by a release before typed results, as
+        /// JSON text: replayed as it was first sent.
+        var storedResponse: String?
     }
 
     static func debit(_ operations: [DebitOperation], on connection: Connection) throws -> [DebitResult] {
+        let requests = operations.map {
+            PostgresRecord([$0.client, $0.key.rawValue, ByteA($0.requestHash), $0.userID.rawValue, $0.currency.rawValue,
+                            $0.amount.value, $0.reason, $0.metadata, $0.requestID])
+        }
         let rows = try connection.prepared("""
-            SELECT ord, outcome, replayed, body::text, request_id FROM wallet.debit_many(
-                \(operations.map(\.client))::text[], \(operations.map(\.key.rawValue))::text[],
-                \(operations.map { ByteA($0.requestHash) })::bytea[], \(operations.map(\.userID.rawValue))::text[],
-                \(operations.map(\.currency.rawValue))::text[], \(operations.map(\.amount.value))::bigint[],
-                \(operations.map(\.reason))::text[], \(operations.map(\.metadata))::jsonb[],
-                \(operations.map(\.requestID))::text[])
-            ORDER BY ord
+            SELECT outcome, replayed, entry_id, balance, created_at, request_id, stored_response::text
+            FROM wallet.debit_many(\(requests)::wallet.debit_request[])
             """)
         guard rows.count == operations.count else { throw StoreError.unexpectedRowCount(rows.count, operations.count) }
         return try rows.map { row in
-            let outcomeText = try row.decode(String.self, at: 1)
-            guard let outcome = DebitOutcome(rawValue: outcomeText) else { throw StoreError.unknownOutcome(outcomeText) }
-            return DebitResult(outcome: outcome, replayed: try row.decode(Bool.self, at: 2),
-                               body: try row.decode(String.self, at: 3),
-                               requestID: try row.decodeIfPresent(String.self, at: 4))
+            DebitResult(outcome: try outcome(DebitOutcome.self, row), replayed: try row.decode(Bool.self, at: 1),
+                        entryID: try row.decodeIfPresent(Int64.self, at: 2),
+                        createdAt: try row.decodeIfPresent(Timestamp.self, at: 4),
+                        balance: try row.decodeIfPresent(Int64.self, at: 3),
+                        requestID: try row.decodeIfPresent(String.self, at: 5),
+                        storedResponse: try row.decodeIfPresent(String.self, at: 6))
         }
+    }
+
+    private static func outcome<Outcome: RawRepresentable<String>>(_ type: Outcome.Type, _ row: Row) throws -> Outcome {
+        let text = try row.decode(String.self, at: 0)
+        guard let outcome = Outcome(rawValue: text) else { throw StoreError.unknownOutcome(text) }
+        return outcome
     }
 
     // MARK: Reads
@@ -110,12 +143,22 @@ struct LedgerStore: Sendable {
             """).map { (try $0.decode(String.self, at: 0), try $0.decode(Int64.self, at: 1)) }
     }
 
+    struct Entry: Sendable, Equatable {
+        var id: Int64
+        var currency: String
+        var amount: Int64
+        var balanceAfter: Int64
+        var kind: String
+        var reference: String
+        var createdAt: Timestamp
+    }
+
     /// Newest first, entries with an id below `beforeID` when given; one more
     /// than `limit` is read to learn whether another page follows.
     static func entries(of userID: UserID, currency: Currency?, beforeID: Int64?, limit: Int,
-                        on connection: Connection) throws -> [EntryJSON] {
+                        on connection: Connection) throws -> [Entry] {
         try connection.prepared("""
-            SELECT id, currency, amount, balance_after, kind, reference, wallet.rfc3339(created_at)
+            SELECT id, currency, amount, balance_after, kind, reference, created_at
             FROM wallet.entries
             WHERE user_id = \(userID.rawValue)
               AND (\(currency?.rawValue)::text IS NULL OR currency = \(currency?.rawValue)::text)
@@ -123,18 +166,34 @@ struct LedgerStore: Sendable {
             ORDER BY id DESC
             LIMIT \(limit + 1)
             """).map { row in
-            EntryJSON(id: try row.decode(Int64.self, at: 0), currency: try row.decode(String.self, at: 1),
-                      amount: try row.decode(Int64.self, at: 2), balanceAfter: try row.decode(Int64.self, at: 3),
-                      kind: try row.decode(String.self, at: 4), reference: try row.decode(String.self, at: 5),
-                      createdAt: try row.decode(String.self, at: 6))
+            Entry(id: try row.decode(Int64.self, at: 0), currency: try row.decode(String.self, at: 1),
+                  amount: try row.decode(Int64.self, at: 2), balanceAfter: try row.decode(Int64.self, at: 3),
+                  kind: try row.decode(String.self, at: 4), reference: try row.decode(String.self, at: 5),
+                  createdAt: try row.decode(Timestamp.self, at: 6))
         }
     }
 
-    /// The credit's JSON, or nil when the flowNO was never credited.
-    static func credit(_ flowNo: FlowNumber, on connection: Connection) throws -> String? {
+    /// A credit as the API shows it.
+    struct Credit: Sendable {
+        var flowNo: String
+        var userID: String
+        var productID: String
+        var quantity: Int
+        var state: CreditState
+    }
+
+    /// The credit, or nil when the flowNO was never credited.
+    static func credit(_ flowNo: FlowNumber, on connection: Connection) throws -> Credit? {
         try connection.prepared("""
-            SELECT wallet.credit_json(c)::text FROM wallet.credits c WHERE c.flow_no = \(flowNo.rawValue)
-            """).single?.decode(String.self, at: 0)
+            SELECT flow_no, user_id, product_id, quantity, currency, amount, status, entry_id, created_at
+            FROM wallet.credits WHERE flow_no = \(flowNo.rawValue)
+            """).single.map { row in
+            Credit(flowNo: try row.decode(String.self, at: 0), userID: try row.decode(String.self, at: 1),
+                   productID: try row.decode(String.self, at: 2), quantity: try row.decode(Int.self, at: 3),
+                   state: CreditState(currency: try row.decode(String.self, at: 4), amount: try row.decode(Int64.self, at: 5),
+                                      status: try row.decode(String.self, at: 6), entryID: try row.decode(Int64.self, at: 7),
+                                      createdAt: try row.decode(Timestamp.self, at: 8)))
+        }
     }
 
     // MARK: Upkeep
@@ -156,11 +215,13 @@ struct LedgerStore: Sendable {
     enum StoreError: Error, CustomStringConvertible {
         case unexpectedRowCount(Int, Int)
         case unknownOutcome(String)
+        case missingColumn(String)
 
         var description: String {
             switch self {
             case .unexpectedRowCount(let got, let expected): "expected \(expected) result rows, got \(got)"
             case .unknownOutcome(let outcome): "unknown outcome \(outcome)"
+            case .missingColumn(let what): "a result column is NULL for \(what)"
             }
         }
     }

@@ -13,7 +13,7 @@ struct OperationsAPI: Sendable {
     let groupCommit: GroupCommit
 
     func register(on router: Router) {
-        router.add("GET", "/healthz", sync: { _ in .json(StatusJSON(status: "ok")) })
+        router.add("GET", "/healthz", sync: { _ in .json(ResponseBody.status("ok")) })
         router.add("GET", "/readyz", sync: readyz)
         router.add("GET", "/metrics", sync: { _ in
             .text(metrics.render(pool: pool.statistics, writerQueueDepth: groupCommit.queueDepth),
@@ -30,7 +30,7 @@ struct OperationsAPI: Sendable {
     func readyz(_ request: Request) throws -> Response {
         guard readiness.isSchemaReady else { throw WalletError.databaseUnavailable }
         _ = try reads.run { try $0.prepared("SELECT 1") }
-        return .json(StatusJSON(status: "ready"))
+        return .json(ResponseBody.status("ready"))
     }
 }
 

@@ -68,23 +68,27 @@ struct WalletAPI: Sendable {
         groupCommit.submit(.credit(operation), deadline: deadline) { result in
             respond(responder) {
                 guard case .credit(let credit) = try result.get() else { preconditionFailure("credit answered as debit") }
-                return try creditResponse(credit, productID: body.productID)
+                return try creditResponse(credit, operation)
             }
         }
     }
 
-    private func creditResponse(_ result: LedgerStore.CreditResult, productID: ProductID) throws -> Response {
+    private func creditResponse(_ result: LedgerStore.CreditResult, _ operation: LedgerStore.CreditOperation) throws -> Response {
         switch result.outcome {
-        case .credited:
-            return StoredJSON.response(result.body, status: 201)
-        case .replayed:
-            return StoredJSON.response(result.body, status: 200, headers: [("Idempotent-Replayed", "true")])
+        case .credited, .replayed:
+            guard let credit = result.credit, let balance = result.balance else {
+                throw LedgerStore.StoreError.missingColumn(result.outcome.rawValue)
+            }
+            let replayed = result.outcome == .replayed
+            return .json(ResponseBody.credited(operation, credit, balance: balance), status: replayed ? 200 : 201,
+                         headers: replayed ? [("Idempotent-Replayed", "true")] : [])
         case .flowNoConflict:
             throw WalletError.flowNoConflict
         case .unknownProduct:
-            throw WalletError.unknownProduct(productID.rawValue)
+            throw WalletError.unknownProduct(operation.productID.rawValue)
         case .amountMismatch:
-            throw WalletError.amountMismatch(expected: try decodeJSON(OutcomeJSON.self, result.body).expectedAmount ?? 0)
+            guard let expected = result.expectedAmount else { throw LedgerStore.StoreError.missingColumn("expected_amount") }
+            throw WalletError.amountMismatch(expected: expected)
         case .revoked:
             throw WalletError.verificationFailed(reason: "revoked",
                                                  detail: "Apple refunded this transaction; it cannot be credited")
@@ -107,7 +111,7 @@ struct WalletAPI: Sendable {
             groupCommit.submit(.debit(operation), deadline: deadline()) { result in
                 respond(responder) {
                     guard case .debit(let debit) = try result.get() else { preconditionFailure("debit answered as credit") }
-                    return try debitResponse(debit)
+                    return try debitResponse(debit, operation)
                 }
             }
         } catch {
@@ -115,16 +119,24 @@ struct WalletAPI: Sendable {
         }
     }
 
-    private func debitResponse(_ result: LedgerStore.DebitResult) throws -> Response {
+    private func debitResponse(_ result: LedgerStore.DebitResult, _ operation: LedgerStore.DebitOperation) throws -> Response {
         let replayHeaders: [(name: String, value: String)] = result.replayed ? [("Idempotent-Replayed", "true")] : []
+        if result.outcome == .debited, let stored = result.storedResponse {
+            // Stored whole by an earlier release: replayed as first sent.
+            return LegacyReplay.response(stored, headers: replayHeaders)
+        }
         switch result.outcome {
         case .debited:
-            return StoredJSON.response(result.body, status: 201, headers: replayHeaders)
+            guard let entryID = result.entryID, let createdAt = result.createdAt, let balance = result.balance else {
+                throw LedgerStore.StoreError.missingColumn("debited")
+            }
+            return .json(ResponseBody.debited(operation, entryID: entryID, createdAt: createdAt, balance: balance),
+                         status: 201, headers: replayHeaders)
         case .insufficientFunds:
             // Stored under the key, and replayed as first answered, down to
             // the request id it named.
-            var problem = WalletError.insufficientFunds(balance: try decodeJSON(OutcomeJSON.self, result.body).balance ?? 0)
-                .problem
+            guard let balance = result.balance else { throw LedgerStore.StoreError.missingColumn("balance") }
+            var problem = WalletError.insufficientFunds(balance: balance).problem
             problem.instance = result.requestID
             problem.headers += replayHeaders
             return .problem(problem)
@@ -144,14 +156,7 @@ struct WalletAPI: Sendable {
             balances.append((Currency.coin.rawValue, 0))
             balances.sort { $0.currency < $1.currency }
         }
-        // The most frequent request, written by hand: user ids and currencies
-        // are drawn from alphabets that need no escaping in JSON.
-        var body = #"{"balances":["#
-        for (index, balance) in balances.enumerated() {
-            body += (index == 0 ? "" : ",") + #"{"balance":\#(balance.balance),"currency":"\#(balance.currency)"}"#
-        }
-        body += #"],"user_id":"\#(userID.rawValue)"}"#
-        return Response(status: 200, headers: [("Content-Type", "application/json")], body: Array(body.utf8))
+        return .json(ResponseBody.wallet(userID: userID.rawValue, balances: balances))
     }
 
     func getEntries(_ request: Request) throws -> Response {
@@ -181,17 +186,18 @@ struct WalletAPI: Sendable {
         }
         let page = Array(rows.prefix(limit))
         let next = rows.count > limit ? page.last.map { EntryCursor.encode(beforeID: $0.id) } : nil
-        return .json(EntriesResponse(entries: page, nextCursor: next))
+        return .json(ResponseBody.entries(page, nextCursor: next))
     }
 
     func getCredit(_ request: Request) throws -> Response {
         guard let flowNo = FlowNumber(request.pathParameters["flow_no"] ?? "") else {
             throw WalletError.validationFailed([FieldError(field: "flow_no", message: "must be 1-128 characters of [A-Za-z0-9._:@-]")])
         }
-        guard let json = try withDatabase({ try LedgerStore.credit(flowNo, on: $0) }) else {
+        guard let credit = try withDatabase({ try LedgerStore.credit(flowNo, on: $0) }) else {
             throw WalletError.notFound(detail: "no credit for this flowNO")
         }
-        return StoredJSON.response(#"{"credit":"# + json + "}", status: 200)
+        return .json(["credit": ResponseBody.credit(flowNo: credit.flowNo, userID: credit.userID,
+                                                    productID: credit.productID, quantity: credit.quantity, credit.state)])
     }
 
     // MARK: Shared steps, in the order the API documents
@@ -290,10 +296,6 @@ struct WalletAPI: Sendable {
             responder.fail(mapped(error))
         }
     }
-}
-
-private func decodeJSON<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
-    try JSONDecoder().decode(type, from: Data(text.utf8))
 }
 
 /// Opaque page cursors for entry listings.
