@@ -12,18 +12,12 @@ import Glibc
 /// one at a time because several measure time on a two-core machine.
 @Suite(.serialized, .timeLimit(.minutes(1)))
 struct ServerTests {
-    struct Echo: Codable, Equatable {
-        var userID: String
-        var limit: String?
-        var note: String?
-    }
-
     private static func echoRoutes(_ router: Router) {
         router.add("GET", "/v1/wallets/{user_id}/entries", sync: { request in
             .json([
-                "userID": .string(request.pathParameters["user_id"]!),
                 "limit": request.query["limit"].map(JSONValue.string) ?? .null,
                 "note": request.query["note"].map(JSONValue.string) ?? .null,
+                "userID": .string(request.pathParameters["user_id"]!),
             ])
         })
         router.add("POST", "/v1/wallets/{user_id}/entries", sync: { _ in .json(["created": true], status: 201) })
