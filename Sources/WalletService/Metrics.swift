@@ -1,6 +1,6 @@
 import AppStore
 import Foundation
-import Postgres
+import WalletStore
 import Synchronization
 
 /// Prometheus metrics, all prefixed `wallet_`: per-route request counts and
@@ -11,7 +11,7 @@ import Synchronization
 /// outside the standard ones counts as `other`, a path no route matches as
 /// `unmatched`, an unknown notification outcome as `other`. So the exposition
 /// stays the same size whatever clients send.
-final class Metrics: Sendable {
+final class Metrics: Sendable, StoreMetrics {
     static let latencyBucketsSeconds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
     static let batchSizeBuckets: [Double] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 
@@ -84,14 +84,7 @@ final class Metrics: Sendable {
     }
 
     /// Counts a database failure by kind: `unavailable`, `timeout`, `sqlstate_XXXXX`.
-    func countDatabaseError(_ error: PostgresError) {
-        let kind: String
-        switch error.kind {
-        case .connection, .poolClosed: kind = "unavailable"
-        case .poolTimeout: kind = "pool_timeout"
-        case .deadline: kind = "deadline"
-        default: kind = error.sqlState.map { "sqlstate_\($0.code)" } ?? "other"
-        }
+    func countDatabaseError(kind: String) {
         state.withLock { $0.databaseErrors[kind, default: 0] += 1 }
     }
 
@@ -122,7 +115,7 @@ final class Metrics: Sendable {
     }
 
     /// The Prometheus text exposition.
-    func render(pool: ConnectionPool.Statistics?, writerQueueDepth: Int) -> String {
+    func render(pool: Ledger.PoolStatistics?, writerQueueDepth: Int) -> String {
         let snapshot = state.withLock { $0 }
         var out = ""
         out += "# HELP wallet_http_requests_total HTTP requests by route, method and status class.\n"

@@ -1,6 +1,6 @@
 import HTTPServer
-import Postgres
 import WalletCore
+import WalletStore
 
 /// Response bodies, as the API documents them (see openapi.json), built as
 /// `JSONValue` and written by its one serializer. Amounts and ids are JSON
@@ -18,7 +18,7 @@ enum ResponseBody {
             "flow_no": .string(flowNo), "user_id": .string(userID), "product_id": .string(productID),
             "quantity": JSONValue(quantity), "currency": .string(state.currency), "amount": JSONValue(state.amount),
             "status": .string(state.status), "entry_id": JSONValue(state.entryID),
-            "created_at": .string(state.createdAt.rfc3339),
+            "created_at": .string(state.createdAt),
         ]
     }
 
@@ -34,14 +34,14 @@ enum ResponseBody {
 
     /// `{"debit", "balance"}`. The request's fields are the first request's:
     /// a replay has the same request hash.
-    static func debited(_ operation: LedgerStore.DebitOperation, entryID: Int64, createdAt: Timestamp,
+    static func debited(_ operation: LedgerStore.DebitOperation, entryID: Int64, createdAt: String,
                         balance: Int64) -> JSONValue {
         [
             "debit": [
                 "id": JSONValue(entryID), "user_id": .string(operation.userID.rawValue),
                 "currency": .string(operation.currency.rawValue), "amount": JSONValue(operation.amount.value),
                 "reason": operation.reason.map(JSONValue.string) ?? .null, "entry_id": JSONValue(entryID),
-                "created_at": .string(createdAt.rfc3339),
+                "created_at": .string(createdAt),
             ],
             "balance": self.balance(userID: operation.userID.rawValue, currency: operation.currency.rawValue,
                                     balance: balance),
@@ -61,7 +61,7 @@ enum ResponseBody {
                 [
                     "id": JSONValue(entry.id), "currency": .string(entry.currency), "amount": JSONValue(entry.amount),
                     "balance_after": JSONValue(entry.balanceAfter), "kind": .string(entry.kind),
-                    "reference": .string(entry.reference), "created_at": .string(entry.createdAt.rfc3339),
+                    "reference": .string(entry.reference), "created_at": .string(entry.createdAt),
                 ]
             }),
             // Null on the last page.

@@ -2,14 +2,13 @@ import Crypto
 import Foundation
 import HTTPServer
 import Logging
-import Postgres
 import WalletCore
+import WalletStore
 
-/// The wallet's routes. A handler checks, decodes and validates; the SQL
-/// lives in `LedgerStore`; money moves through `GroupCommit`.
+/// The wallet's routes. A handler checks, decodes and validates; the
+/// ledger answers reads and moves money through its group commit.
 struct WalletAPI: Sendable {
-    let reads: ServerThreadReads
-    let groupCommit: GroupCommit
+    let ledger: Ledger
     let authenticator: Authenticator
     let credits: CreditVerification
     let blockingWork: BlockingWork
@@ -39,14 +38,14 @@ struct WalletAPI: Sendable {
             let body = try decodeBody(CreditBody.self, from: request)
             let deadline = deadline()
             // Refused before any queue takes it, so it was never queued.
-            if groupCommit.isStopping { throw WalletError.shuttingDown }
+            if ledger.groupCommit.isStopping { throw WalletError.shuttingDown }
             if CreditVerification.blocks(body) {
                 // Asking Apple takes a network round trip: not on a server thread.
                 let queued = blockingWork.submit {
                     do {
                         try submitCredit(body, client: client, deadline: deadline, responder: responder)
                     } catch {
-                        responder.fail(mapped(error))
+                        responder.fail(error)
                     }
                 }
                 if !queued { throw WalletError.overloaded }
@@ -54,7 +53,7 @@ struct WalletAPI: Sendable {
                 try submitCredit(body, client: client, deadline: deadline, responder: responder)
             }
         } catch {
-            responder.fail(mapped(error))
+            responder.fail(error)
         }
     }
 
@@ -65,7 +64,7 @@ struct WalletAPI: Sendable {
             client: client.name, flowNo: body.flowNo, userID: body.userID, productID: body.productID,
             quantity: verified.quantity, claimedAmount: body.claimedAmount, source: verified.source,
             environment: verified.environment)
-        groupCommit.submit(.credit(operation), deadline: deadline) { result in
+        ledger.groupCommit.submit(.credit(operation), deadline: deadline) { result in
             respond(responder) {
                 guard case .credit(let credit) = try result.get() else { preconditionFailure("credit answered as debit") }
                 return try creditResponse(credit, operation)
@@ -108,14 +107,14 @@ struct WalletAPI: Sendable {
                 currency: body.currency, amount: body.amount, reason: body.reason,
                 metadata: body.metadataText,
                 requestID: request.requestID)
-            groupCommit.submit(.debit(operation), deadline: deadline()) { result in
+            ledger.groupCommit.submit(.debit(operation), deadline: deadline()) { result in
                 respond(responder) {
                     guard case .debit(let debit) = try result.get() else { preconditionFailure("debit answered as credit") }
                     return try debitResponse(debit, operation)
                 }
             }
         } catch {
-            responder.fail(mapped(error))
+            responder.fail(error)
         }
     }
 
@@ -151,7 +150,7 @@ struct WalletAPI: Sendable {
 
     func getWallet(_ request: Request) throws -> Response {
         let userID = try pathUserID(request)
-        var balances = try withDatabase { try LedgerStore.balances(of: userID, on: $0) }
+        var balances = try ledger.balances(of: userID)
         if !balances.contains(where: { $0.currency == Currency.coin.rawValue }) {
             balances.append((Currency.coin.rawValue, 0))
             balances.sort { $0.currency < $1.currency }
@@ -181,9 +180,7 @@ struct WalletAPI: Sendable {
             if beforeID == nil { errors.append(FieldError(field: "cursor", message: "is not a cursor this API gave out")) }
         }
         if !errors.isEmpty { throw WalletError.validationFailed(errors) }
-        let rows = try withDatabase {
-            try LedgerStore.entries(of: userID, currency: currency, beforeID: beforeID, limit: limit, on: $0)
-        }
+        let rows = try ledger.entries(of: userID, currency: currency, beforeID: beforeID, limit: limit)
         let page = Array(rows.prefix(limit))
         let next = rows.count > limit ? page.last.map { EntryCursor.encode(beforeID: $0.id) } : nil
         return .json(ResponseBody.entries(page, nextCursor: next))
@@ -193,7 +190,7 @@ struct WalletAPI: Sendable {
         guard let flowNo = FlowNumber(request.pathParameters["flow_no"] ?? "") else {
             throw WalletError.validationFailed([FieldError(field: "flow_no", message: "must be 1-128 characters of [A-Za-z0-9._:@-]")])
         }
-        guard let credit = try withDatabase({ try LedgerStore.credit(flowNo, on: $0) }) else {
+        guard let credit = try ledger.credit(flowNo) else {
             throw WalletError.notFound(detail: "no credit for this flowNO")
         }
         return .json(["credit": ResponseBody.credit(flowNo: credit.flowNo, userID: credit.userID,
@@ -256,44 +253,12 @@ struct WalletAPI: Sendable {
         .now + .seconds(requestTimeoutSeconds)
     }
 
-    /// A read on this server thread, bounded as `ServerThreadReads` says.
-    func withDatabase<T>(_ body: (Connection) throws -> T) throws -> T {
-        try reads.run(body)
-    }
-
-    /// A read by `deadline`. A read that meets a connection the server has
-    /// dropped (after a restart) is tried once more on a fresh one.
-    static func read<T>(pool: ConnectionPool, metrics: Metrics, deadline: ContinuousClock.Instant,
-                        _ body: (Connection) throws -> T) throws -> T {
-        var attempt = 0
-        while true {
-            attempt += 1
-            do {
-                return try pool.withConnection(deadline: deadline, body)
-            } catch let error as PostgresError {
-                metrics.countDatabaseError(error)
-                if error.kind == .connection, attempt < 2 { continue }
-                throw LedgerStore.walletError(reading: error) ?? error
-            }
-        }
-    }
-
-    /// Turns infrastructure failures into the domain's words; anything else
-    /// stays as it is and becomes a bare 500. Writes arrive mapped by the
-    /// store already.
-    func mapped(_ error: any Error) -> any Error {
-        switch error {
-        case let error as PostgresError: LedgerStore.walletError(reading: error) ?? error
-        case is GroupCommit.Overloaded: WalletError.overloaded
-        default: error
-        }
-    }
 
     private func respond(_ responder: Responder, _ body: () throws -> Response) {
         do {
             responder.send(try body())
         } catch {
-            responder.fail(mapped(error))
+            responder.fail(error)
         }
     }
 }

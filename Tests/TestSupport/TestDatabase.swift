@@ -2,7 +2,7 @@ import Foundation
 import Logging
 public import Postgres
 import Synchronization
-import WalletService
+@testable import WalletStore
 
 /// Databases for tests.
 ///

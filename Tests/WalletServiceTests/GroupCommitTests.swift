@@ -6,6 +6,8 @@ import Testing
 import TestSupport
 @testable import WalletCore
 @testable import WalletService
+import ServiceTestSupport
+@testable import WalletStore
 
 /// Group commit applies many operations in one transaction; each must get
 /// exactly the outcome it would get alone.
@@ -317,15 +319,15 @@ struct GroupCommitTests {
         // ... the service's own connections, reads and writers, say on.
         let service = try TestService(database: database)
         defer { service.stop() }
-        for pool in [service.application.pool, service.application.writerPool] {
+        for pool in [service.application.ledger.pool, service.application.ledger.writerPool] {
             let setting = try pool.withConnection { try $0.query("SHOW synchronous_commit")[0].decode(String.self, at: 0) }
             #expect(setting == "on")
         }
     }
 
     @Test func oneRuleSaysWhatAFailedWriteMeans() {
-        func failure(_ kind: PostgresError.Kind, _ state: SQLState? = nil, sent: Bool) -> LedgerStore.WriteFailure {
-            LedgerStore.writeFailure(PostgresError(kind: kind, sqlState: state, sent: sent))
+        func failure(_ kind: PostgresError.Kind, _ state: SQLState? = nil, sent: Bool) -> StoreFailure {
+            StoreFailure(PostgresError(kind: kind, sqlState: state, sent: sent))
         }
         // Never reached the server: run it again.
         #expect(failure(.connection, sent: false) == .notSent)
@@ -333,20 +335,24 @@ struct GroupCommitTests {
         #expect(failure(.connection, SQLState.adminShutdown, sent: true) == .outcomeUnknown)
         #expect(failure(.deadline, sent: true) == .outcomeUnknown)
         // Out of time or connections before anything was sent.
-        #expect(failure(.deadline, sent: false) == .unavailable)
-        #expect(failure(.poolTimeout, sent: false) == .unavailable)
+        #expect(failure(.deadline, sent: false) == .timeout)
+        #expect(failure(.poolTimeout, sent: false) == .timeout)
         #expect(failure(.poolClosed, sent: false) == .unavailable)
         // The server said ERROR: nothing committed.
         #expect(failure(.server, SQLState.lockNotAvailable, sent: true) == .busy)
+        #expect(failure(.server, SQLState.concurrentTake, sent: true) == .conflict)
         #expect(failure(.server, SQLState.checkViolation, sent: true) == .rejected)
         #expect(failure(.transaction(.commit), SQLState.serializationFailure, sent: true) == .rejected)
 
-        #expect(LedgerStore.walletError(writing: PostgresError(kind: .deadline, sent: true)) == .outcomeUnknown)
-        #expect(LedgerStore.walletError(writing: PostgresError(kind: .deadline, sent: false)) == .databaseUnavailable)
-        #expect(LedgerStore.walletError(writing: PostgresError(kind: .server, sqlState: .lockNotAvailable, sent: true))
+        #expect(StoreFailure.walletError(writing: PostgresError(kind: .deadline, sent: true)) == .outcomeUnknown)
+        #expect(StoreFailure.walletError(writing: PostgresError(kind: .deadline, sent: false)) == .databaseUnavailable)
+        #expect(StoreFailure.walletError(writing: PostgresError(kind: .server, sqlState: .lockNotAvailable, sent: true))
             == .walletBusy)
-        #expect(LedgerStore.walletError(writing: PostgresError(kind: .server, sqlState: .checkViolation, sent: true)) == nil)
+        #expect(StoreFailure.walletError(writing: PostgresError(kind: .server, sqlState: .checkViolation, sent: true)) == nil)
+        #expect(StoreFailure.walletError(writing: PostgresError(kind: .server, sqlState: .concurrentTake, sent: true))
+            == .walletBusy)
+        #expect(StoreFailure.walletError(writing: PostgresError(kind: .poolTimeout, sent: false)) == .databaseUnavailable)
         // A read changes nothing: whatever happened, it is only unavailable.
-        #expect(LedgerStore.walletError(reading: PostgresError(kind: .deadline, sent: true)) == .databaseUnavailable)
+        #expect(StoreFailure.walletError(reading: PostgresError(kind: .deadline, sent: true)) == .databaseUnavailable)
     }
 }

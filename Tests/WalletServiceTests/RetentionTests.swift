@@ -3,6 +3,7 @@ import Postgres
 import Testing
 import TestSupport
 import WalletService
+import ServiceTestSupport
 
 /// Idempotency records are kept for WALLET_IDEMPOTENCY_RETENTION_HOURS, then
 /// purged by the service in the background.

@@ -6,6 +6,8 @@ import Postgres
 import Testing
 import TestSupport
 @testable import WalletService
+import ServiceTestSupport
+@testable import WalletStore
 
 /// Databases that earlier releases migrated upgrade in place to this build's
 /// schema and function files, and what they stored keeps its meaning.

@@ -1,26 +1,38 @@
 import Foundation
 import Postgres
-import WalletCore
+public import WalletCore
 
 /// The service's SQL, in one place. Handlers never build SQL; they call
 /// these methods, which call the `wallet.*` functions the admin scripts
 /// share. Every value travels as a bind parameter.
-struct LedgerStore: Sendable {
+public struct LedgerStore: Sendable {
     // MARK: Credits
 
-    struct CreditOperation: Sendable {
-        var client: String
-        var flowNo: FlowNumber
-        var userID: UserID
-        var productID: ProductID
-        var quantity: Quantity
+    public struct CreditOperation: Sendable {
+        public var client: String
+        public var flowNo: FlowNumber
+        public var userID: UserID
+        public var productID: ProductID
+        public var quantity: Quantity
         /// The amount the caller claimed, if it sent one; checked, never used.
-        var claimedAmount: Int64?
-        var source: Configuration.CreditVerification
-        var environment: String?
+        public var claimedAmount: Int64?
+        public var source: CreditSource
+        public var environment: String?
+
+        public init(client: String, flowNo: FlowNumber, userID: UserID, productID: ProductID, quantity: Quantity,
+                    claimedAmount: Int64?, source: CreditSource, environment: String?) {
+            self.client = client
+            self.flowNo = flowNo
+            self.userID = userID
+            self.productID = productID
+            self.quantity = quantity
+            self.claimedAmount = claimedAmount
+            self.source = source
+            self.environment = environment
+        }
     }
 
-    enum CreditOutcome: String, Sendable {
+    public enum CreditOutcome: String, Sendable {
         case credited, replayed
         case flowNoConflict = "flow_no_conflict"
         case unknownProduct = "unknown_product"
@@ -30,21 +42,21 @@ struct LedgerStore: Sendable {
 
     /// A credit as it stands, with the flowNO, user, product and quantity
     /// its request named.
-    struct CreditState: Sendable, Equatable {
-        var currency: String
-        var amount: Int64
-        var status: String
-        var entryID: Int64
-        var createdAt: Timestamp
+    public struct CreditState: Sendable, Equatable {
+        public var currency: String
+        public var amount: Int64
+        public var status: String
+        public var entryID: Int64
+        public var createdAt: String
     }
 
-    struct CreditResult: Sendable {
-        var outcome: CreditOutcome
+    public struct CreditResult: Sendable {
+        public var outcome: CreditOutcome
         /// For `credited` and `replayed`: the credit, and its wallet's balance.
-        var credit: CreditState?
-        var balance: Int64?
+        public var credit: CreditState?
+        public var balance: Int64?
         /// For `amountMismatch`: catalog amount × quantity.
-        var expectedAmount: Int64?
+        public var expectedAmount: Int64?
     }
 
     static func credit(_ operations: [CreditOperation], on connection: Connection) throws -> [CreditResult] {
@@ -63,7 +75,7 @@ struct LedgerStore: Sendable {
             if outcome == .credited || outcome == .replayed {
                 credit = CreditState(currency: try row.decode(String.self, at: 1), amount: try row.decode(Int64.self, at: 2),
                                      status: try row.decode(String.self, at: 3), entryID: try row.decode(Int64.self, at: 4),
-                                     createdAt: try row.decode(Timestamp.self, at: 5))
+                                     createdAt: try row.decode(Timestamp.self, at: 5).rfc3339)
             }
             return CreditResult(outcome: outcome, credit: credit, balance: try row.decodeIfPresent(Int64.self, at: 6),
                                 expectedAmount: try row.decodeIfPresent(Int64.self, at: 7))
@@ -72,41 +84,54 @@ struct LedgerStore: Sendable {
 
     // MARK: Debits
 
-    struct DebitOperation: Sendable {
-        var client: String
-        var key: IdempotencyKey
-        var requestHash: [UInt8]
-        var userID: UserID
-        var currency: Currency
-        var amount: Amount
-        var reason: String?
+    public struct DebitOperation: Sendable {
+        public var client: String
+        public var key: IdempotencyKey
+        public var requestHash: [UInt8]
+        public var userID: UserID
+        public var currency: Currency
+        public var amount: Amount
+        public var reason: String?
         /// Canonical JSON text of the caller's metadata object.
-        var metadata: String?
-        var requestID: String
+        public var metadata: String?
+        public var requestID: String
+
+        public init(client: String, key: IdempotencyKey, requestHash: [UInt8], userID: UserID, currency: Currency,
+                    amount: Amount, reason: String?, metadata: String?, requestID: String) {
+            self.client = client
+            self.key = key
+            self.requestHash = requestHash
+            self.userID = userID
+            self.currency = currency
+            self.amount = amount
+            self.reason = reason
+            self.metadata = metadata
+            self.requestID = requestID
+        }
     }
 
-    enum DebitOutcome: String, Sendable {
+    public enum DebitOutcome: String, Sendable {
         case debited
         case insufficientFunds = "insufficient_funds"
         case idempotencyKeyReused = "idempotency_key_reused"
         case unknownCurrency = "unknown_currency"
     }
 
-    struct DebitResult: Sendable {
-        var outcome: DebitOutcome
+    public struct DebitResult: Sendable {
+        public var outcome: DebitOutcome
         /// True when the answer was stored by an earlier request with the same key.
-        var replayed: Bool
+        public var replayed: Bool
         /// For `debited`: the ledger entry and when it was written.
-        var entryID: Int64?
-        var createdAt: Timestamp?
+        public var entryID: Int64?
+        public var createdAt: String?
         /// For `debited`: the balance after it; for `insufficientFunds`: the
         /// balance that was too low.
-        var balance: Int64?
+        public var balance: Int64?
         /// The request id that first got this answer.
-        var requestID: String?
+        public var requestID: String?
         /// An answer stored whole by a release before typed results, as
         /// JSON text: replayed as it was first sent.
-        var storedResponse: String?
+        public var storedResponse: String?
     }
 
     static func debit(_ operations: [DebitOperation], on connection: Connection) throws -> [DebitResult] {
@@ -122,7 +147,7 @@ struct LedgerStore: Sendable {
         return try rows.map { row in
             DebitResult(outcome: try outcome(DebitOutcome.self, row), replayed: try row.decode(Bool.self, at: 1),
                         entryID: try row.decodeIfPresent(Int64.self, at: 2),
-                        createdAt: try row.decodeIfPresent(Timestamp.self, at: 4),
+                        createdAt: try row.decodeIfPresent(Timestamp.self, at: 4)?.rfc3339,
                         balance: try row.decodeIfPresent(Int64.self, at: 3),
                         requestID: try row.decodeIfPresent(String.self, at: 5),
                         storedResponse: try row.decodeIfPresent(String.self, at: 6))
@@ -143,14 +168,14 @@ struct LedgerStore: Sendable {
             """).map { (try $0.decode(String.self, at: 0), try $0.decode(Int64.self, at: 1)) }
     }
 
-    struct Entry: Sendable, Equatable {
-        var id: Int64
-        var currency: String
-        var amount: Int64
-        var balanceAfter: Int64
-        var kind: String
-        var reference: String
-        var createdAt: Timestamp
+    public struct Entry: Sendable, Equatable {
+        public var id: Int64
+        public var currency: String
+        public var amount: Int64
+        public var balanceAfter: Int64
+        public var kind: String
+        public var reference: String
+        public var createdAt: String
     }
 
     /// Newest first, entries with an id below `beforeID` when given; one more
@@ -169,17 +194,17 @@ struct LedgerStore: Sendable {
             Entry(id: try row.decode(Int64.self, at: 0), currency: try row.decode(String.self, at: 1),
                   amount: try row.decode(Int64.self, at: 2), balanceAfter: try row.decode(Int64.self, at: 3),
                   kind: try row.decode(String.self, at: 4), reference: try row.decode(String.self, at: 5),
-                  createdAt: try row.decode(Timestamp.self, at: 6))
+                  createdAt: try row.decode(Timestamp.self, at: 6).rfc3339)
         }
     }
 
     /// A credit as the API shows it.
-    struct Credit: Sendable {
-        var flowNo: String
-        var userID: String
-        var productID: String
-        var quantity: Int
-        var state: CreditState
+    public struct Credit: Sendable {
+        public var flowNo: String
+        public var userID: String
+        public var productID: String
+        public var quantity: Int
+        public var state: CreditState
     }
 
     /// The credit, or nil when the flowNO was never credited.
@@ -192,7 +217,7 @@ struct LedgerStore: Sendable {
                    productID: try row.decode(String.self, at: 2), quantity: try row.decode(Int.self, at: 3),
                    state: CreditState(currency: try row.decode(String.self, at: 4), amount: try row.decode(Int64.self, at: 5),
                                       status: try row.decode(String.self, at: 6), entryID: try row.decode(Int64.self, at: 7),
-                                      createdAt: try row.decode(Timestamp.self, at: 8)))
+                                      createdAt: try row.decode(Timestamp.self, at: 8).rfc3339))
         }
     }
 
@@ -212,12 +237,12 @@ struct LedgerStore: Sendable {
             """)[0].decode(Int.self, at: 0)
     }
 
-    enum StoreError: Error, CustomStringConvertible {
+    public enum StoreError: Error, CustomStringConvertible {
         case unexpectedRowCount(Int, Int)
         case unknownOutcome(String)
         case missingColumn(String)
 
-        var description: String {
+        public var description: String {
             switch self {
             case .unexpectedRowCount(let got, let expected): "expected \(expected) result rows, got \(got)"
             case .unknownOutcome(let outcome): "unknown outcome \(outcome)"
@@ -230,18 +255,33 @@ struct LedgerStore: Sendable {
 // MARK: App Store notifications
 
 extension LedgerStore {
-    struct NotificationRecord: Sendable {
-        var notificationUUID: String
-        var notificationType: String
-        var subtype: String?
-        var environment: String
-        var signedDateMilliseconds: Int64
-        var flowNo: String?
-        var productType: String?
-        var revocationType: String?
-        var revocationPercentage: Int64?
+    public struct NotificationRecord: Sendable {
+        public var notificationUUID: String
+        public var notificationType: String
+        public var subtype: String?
+        public var environment: String
+        public var signedDateMilliseconds: Int64
+        public var flowNo: String?
+        public var productType: String?
+        public var revocationType: String?
+        public var revocationPercentage: Int64?
         /// The decoded payload, as JSON text, kept with the record.
-        var payloadJSON: String
+        public var payloadJSON: String
+
+        public init(notificationUUID: String, notificationType: String, subtype: String?, environment: String,
+                    signedDateMilliseconds: Int64, flowNo: String?, productType: String?, revocationType: String?,
+                    revocationPercentage: Int64?, payloadJSON: String) {
+            self.notificationUUID = notificationUUID
+            self.notificationType = notificationType
+            self.subtype = subtype
+            self.environment = environment
+            self.signedDateMilliseconds = signedDateMilliseconds
+            self.flowNo = flowNo
+            self.productType = productType
+            self.revocationType = revocationType
+            self.revocationPercentage = revocationPercentage
+            self.payloadJSON = payloadJSON
+        }
     }
 
     /// Applies a verified notification once; returns its outcome.
@@ -252,54 +292,6 @@ extension LedgerStore {
                 to_timestamp(\(record.signedDateMilliseconds)::bigint / 1000.0), \(record.flowNo), \(record.productType),
                 \(record.revocationType), \(record.revocationPercentage)::bigint, \(record.payloadJSON)::jsonb)
             """)[0].decode(String.self, at: 0)
-    }
-}
-
-// MARK: Failures
-
-extension LedgerStore {
-    /// What a failed write means for its caller: the one rule.
-    enum WriteFailure: Equatable {
-        /// The connection failed before the statement was sent: it provably
-        /// never reached the server, so it may run again inside its deadline.
-        case notSent
-        /// The server answered with an ERROR: nothing committed. The batch
-        /// path isolates the operation that caused it.
-        case rejected
-        /// A lock wait ran out (`lock_timeout`): an ERROR too, so nothing
-        /// committed, but the caller should come back later.
-        case busy
-        /// The statement was sent, and then the connection broke or the
-        /// deadline passed: it may have committed.
-        case outcomeUnknown
-        /// No connection, or the deadline ran out before anything was sent.
-        case unavailable
-    }
-
-    static func writeFailure(_ error: PostgresError) -> WriteFailure {
-        switch error.kind {
-        case .poolTimeout, .poolClosed: .unavailable
-        case .deadline: error.sent ? .outcomeUnknown : .unavailable
-        case .connection: error.sent ? .outcomeUnknown : .notSent
-        case .server, .decoding, .transaction: error.sqlState == .lockNotAvailable ? .busy : .rejected
-        }
-    }
-
-    /// PostgresError in the domain's words, once for writes; nil for errors
-    /// that are the service's fault (a bare 500).
-    static func walletError(writing error: PostgresError) -> WalletError? {
-        switch writeFailure(error) {
-        case .notSent, .unavailable: .databaseUnavailable
-        case .busy: .walletBusy
-        case .outcomeUnknown: .outcomeUnknown
-        case .rejected: nil
-        }
-    }
-
-    /// The same for reads, which change nothing: an unknown outcome of a
-    /// read is just an unavailable database.
-    static func walletError(reading error: PostgresError) -> WalletError? {
-        error.isUnavailable ? .databaseUnavailable : nil
     }
 }
 

@@ -8,15 +8,15 @@ import Foundation
 /// The state is guarded by one `NSCondition` (a pthread mutex and condition
 /// variable, which the thread sanitizer understands), hence the unchecked
 /// conformance.
-final class WorkQueue<Item: Sendable>: @unchecked Sendable {
-    enum Refusal: Error, Equatable {
+public final class WorkQueue<Item: Sendable>: @unchecked Sendable {
+    public enum Refusal: Error, Equatable {
         /// `depthMax` items are waiting.
         case full
         /// `close` was called: the caller must not expect the work to run.
         case closed
     }
 
-    let depthMax: Int
+    public let depthMax: Int
     private let condition = NSCondition()
     /// Items waiting, from `head` on; the consumed prefix is dropped once
     /// it is the larger part, so a push and a take cost O(1) amortised.
@@ -24,25 +24,25 @@ final class WorkQueue<Item: Sendable>: @unchecked Sendable {
     private var head = 0
     private var closed = false
 
-    init(depthMax: Int) {
+    public init(depthMax: Int) {
         precondition(depthMax > 0)
         self.depthMax = depthMax
     }
 
-    var depth: Int {
+    public var depth: Int {
         condition.lock()
         defer { condition.unlock() }
         return items.count - head
     }
 
-    var isClosed: Bool {
+    public var isClosed: Bool {
         condition.lock()
         defer { condition.unlock() }
         return closed
     }
 
     /// Queues `item`, or says why not.
-    func push(_ item: Item) throws(Refusal) {
+    public func push(_ item: Item) throws(Refusal) {
         condition.lock()
         defer { condition.unlock() }
         guard !closed else { throw .closed }
@@ -53,7 +53,7 @@ final class WorkQueue<Item: Sendable>: @unchecked Sendable {
 
     /// Waits for work and takes up to `countMax` items, oldest first. Returns
     /// an empty array only once the queue is closed and drained.
-    func take(upTo countMax: Int) -> [Item] {
+    public func take(upTo countMax: Int) -> [Item] {
         precondition(countMax > 0)
         condition.lock()
         defer { condition.unlock() }
@@ -74,7 +74,7 @@ final class WorkQueue<Item: Sendable>: @unchecked Sendable {
     }
 
     /// Refuses new work from now on and wakes every waiting worker.
-    func close() {
+    public func close() {
         condition.lock()
         closed = true
         condition.broadcast()
@@ -85,12 +85,12 @@ final class WorkQueue<Item: Sendable>: @unchecked Sendable {
 /// Threads that run one body each and can be waited for. Made first and
 /// started later, so an owner can start them at the end of its own `init`
 /// with a body that uses the owner.
-final class WorkerThreads: Sendable {
+public final class WorkerThreads: Sendable {
     private let finished = DispatchGroup()
 
-    init() {}
+    public init() {}
 
-    func start(count: Int, name: String, _ body: @escaping @Sendable (_ index: Int) -> Void) {
+    public func start(count: Int, name: String, _ body: @escaping @Sendable (_ index: Int) -> Void) {
         for index in 0..<count {
             finished.enter()
             let thread = Thread { [finished] in
@@ -105,7 +105,7 @@ final class WorkerThreads: Sendable {
     /// Waits until every thread has returned, at most `timeoutSeconds`;
     /// false if some had not.
     @discardableResult
-    func wait(timeoutSeconds: Double) -> Bool {
+    public func wait(timeoutSeconds: Double) -> Bool {
         finished.wait(timeout: .now() + timeoutSeconds) == .success
     }
 }
