@@ -100,9 +100,7 @@ let package = Package(
             dependencies: [
                 "WalletService", "WalletStore", "Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore",
                 "WalletCore", "TestSupport", "ServiceTestSupport",
-            ],
-            // A previous release's function file, for the upgrade test.
-            exclude: ["PreviousRelease"]
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -44,21 +44,23 @@ BEGIN
 END;
 $$;
 
--- Writes back the balances the batch changed.
-CREATE OR REPLACE FUNCTION wallet.write_batch_balances(p_wallets wallet.batch_wallet[]) RETURNS VOID
+-- Writes what a batch decided: checks that it took every flowNO or key it
+-- meant to (`p_taken` rows written of `p_expected`; fewer means another
+-- transaction committed one first, and the whole batch is undone with
+-- WL008), writes back the balances it changed and appends its ledger
+-- entries in id order (ids were drawn while each entry's wallet was
+-- locked, so they follow the wallet's order).
+CREATE OR REPLACE FUNCTION wallet.finish_batch(p_function TEXT, p_taken INTEGER, p_expected INTEGER,
+                                               p_wallets wallet.batch_wallet[], p_entries wallet.entries[])
+RETURNS VOID
 LANGUAGE plpgsql AS $$
 BEGIN
+    IF p_taken <> p_expected THEN
+        RAISE EXCEPTION '%: a flowNO or key of this batch was taken concurrently', p_function USING ERRCODE = 'WL008';
+    END IF;
     UPDATE wallet.wallets w SET balance = b.balance, updated_at = now()
     FROM unnest(p_wallets) b
     WHERE b.changed AND w.user_id = b.user_id AND w.currency = b.currency;
-END;
-$$;
-
--- Appends the batch's ledger entries, in id order (ids were drawn while
--- each entry's wallet was locked, so they follow the wallet's order).
-CREATE OR REPLACE FUNCTION wallet.append_entries(p_entries wallet.entries[]) RETURNS VOID
-LANGUAGE plpgsql AS $$
-BEGIN
     INSERT INTO wallet.entries (id, user_id, currency, amount, balance_after, kind, reference, client, metadata)
     SELECT e.id, e.user_id, e.currency, e.amount, e.balance_after, e.kind, e.reference, e.client, e.metadata
     FROM unnest(p_entries) e

@@ -153,11 +153,7 @@ BEGIN
         FROM unnest(v_credits) c
         ON CONFLICT (flow_no) DO NOTHING;
         GET DIAGNOSTICS v_written = ROW_COUNT;
-        IF v_written <> cardinality(v_credits) THEN
-            RAISE EXCEPTION 'credit_many: a flowNO of this batch was credited concurrently' USING ERRCODE = 'WL008';
-        END IF;
-        PERFORM wallet.write_batch_balances(v_wallets);
-        PERFORM wallet.append_entries(v_entries);
+        PERFORM wallet.finish_batch('credit_many', v_written, cardinality(v_credits), v_wallets, v_entries);
     END IF;
 
     RETURN QUERY SELECT * FROM unnest(v_results);

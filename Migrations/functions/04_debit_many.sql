@@ -23,33 +23,34 @@ SET enable_seqscan = off
 AS $$
 DECLARE
     v_count     INTEGER := coalesce(cardinality(p_requests), 0);
-    v_known     TEXT[];
-    -- Per request, read in one query: the outcome stored under its key, and
-    -- the first request of the batch with the same key.
-    op_stored   wallet.idempotency_keys[];
-    op_first    INTEGER[];
-    -- Per request, its wallet's number among the locked ones.
-    op_wallet   INTEGER[];
-    v_wallets   wallet.batch_wallet[];
-    v_results   wallet.debit_result[] := array_fill(NULL::wallet.debit_result, ARRAY[v_count]);
-    -- What the batch writes: outcomes to store, and ledger entries.
-    v_keys      wallet.idempotency_keys[] := '{}';
-    v_entries   wallet.entries[] := '{}';
-    -- By first request of a key: the request whose outcome the batch stores.
-    g_stored    INTEGER[] := array_fill(NULL::INTEGER, ARRAY[v_count]);
+    -- The request at hand, and what the loop works out for it.
     r           wallet.debit_request;
     v_stored    wallet.idempotency_keys;
-    v_result    wallet.debit_result;
-    v_wallet    wallet.batch_wallet;
     v_earlier   INTEGER;
+    v_wallet    wallet.batch_wallet;
+    v_result    wallet.debit_result;
     v_entry_id  BIGINT;
     v_written   INTEGER;
+    v_known     TEXT[];
+    -- Per request, read in one query: the outcome stored under its key, and
+    -- the first request of the batch with the same key; then its wallet's
+    -- number among the locked ones.
+    op_stored   wallet.idempotency_keys[];
+    op_first    INTEGER[];
+    op_wallet   INTEGER[];
+    v_wallets   wallet.batch_wallet[];
+    -- By first request of a key: the request whose outcome the batch stores.
+    g_stored    INTEGER[] := array_fill(NULL::INTEGER, ARRAY[v_count]);
+    -- The answers, and what the batch writes: outcomes to store, and ledger
+    -- entries.
+    v_results   wallet.debit_result[] := array_fill(NULL::wallet.debit_result, ARRAY[v_count]);
+    v_keys      wallet.idempotency_keys[] := '{}';
+    v_entries   wallet.entries[] := '{}';
 BEGIN
-    IF v_count = 0 THEN
-        RETURN;
-    END IF;
     IF EXISTS (SELECT 1 FROM unnest(p_requests) q WHERE q.amount IS NULL OR q.amount NOT BETWEEN 1 AND 1000000000000) THEN
         RAISE EXCEPTION 'debit_many: amount out of range' USING ERRCODE = 'WL003';
+    ELSIF v_count = 0 THEN
+        RETURN;
     END IF;
     v_known := ARRAY(SELECT DISTINCT p.currency FROM wallet.products p);
 
@@ -127,11 +128,7 @@ BEGIN
         FROM unnest(v_keys) k
         ON CONFLICT DO NOTHING;
         GET DIAGNOSTICS v_written = ROW_COUNT;
-        IF v_written <> cardinality(v_keys) THEN
-            RAISE EXCEPTION 'debit_many: a key of this batch was used concurrently' USING ERRCODE = 'WL008';
-        END IF;
-        PERFORM wallet.write_batch_balances(v_wallets);
-        PERFORM wallet.append_entries(v_entries);
+        PERFORM wallet.finish_batch('debit_many', v_written, cardinality(v_keys), v_wallets, v_entries);
     END IF;
 
     RETURN QUERY SELECT * FROM unnest(v_results);

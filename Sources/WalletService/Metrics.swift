@@ -131,16 +131,15 @@ final class Metrics: Sendable, StoreMetrics {
                       histogram: snapshot.requests[key]!, bounds: Self.latencyBucketsSeconds)
         }
         if let pool {
-            out += "# HELP wallet_db_pool_connections Database connections open in the pool.\n"
-            out += "# TYPE wallet_db_pool_connections gauge\nwallet_db_pool_connections \(pool.open)\n"
-            out += "# HELP wallet_db_pool_in_use Database connections lent out.\n"
-            out += "# TYPE wallet_db_pool_in_use gauge\nwallet_db_pool_in_use \(pool.inUse)\n"
-            out += "# HELP wallet_db_pool_waiting Callers waiting for a database connection.\n"
-            out += "# TYPE wallet_db_pool_waiting gauge\nwallet_db_pool_waiting \(pool.waiting)\n"
-            out += "# HELP wallet_db_pool_size_max The pool's connection limit.\n"
-            out += "# TYPE wallet_db_pool_size_max gauge\nwallet_db_pool_size_max \(pool.maximum)\n"
-            out += "# HELP wallet_db_connections_broken_total Connections found broken and replaced.\n"
-            out += "# TYPE wallet_db_connections_broken_total counter\nwallet_db_connections_broken_total \(pool.broken)\n"
+            for (name, type, help, value) in [
+                ("wallet_db_pool_connections", "gauge", "Database connections open in the pool.", pool.open),
+                ("wallet_db_pool_in_use", "gauge", "Database connections lent out.", pool.inUse),
+                ("wallet_db_pool_waiting", "gauge", "Callers waiting for a database connection.", pool.waiting),
+                ("wallet_db_pool_size_max", "gauge", "The pool's connection limit.", pool.maximum),
+                ("wallet_db_connections_broken_total", "counter", "Connections found broken and replaced.", pool.broken),
+            ] {
+                out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
+            }
         }
         out += "# HELP wallet_db_errors_total Database errors by kind.\n"
         out += "# TYPE wallet_db_errors_total counter\n"

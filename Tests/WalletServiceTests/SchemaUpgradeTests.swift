@@ -72,7 +72,7 @@ struct SchemaUpgradeTests {
         #expect(try connection.query("SELECT * FROM wallet.check_invariants()").isEmpty)
     }
 
-    /// A credit as releases before typed results made it.
+    /// A credit as the first release made it.
     static func previousCredit(_ flowNo: String, user: String, on connection: Connection) throws -> String? {
         try connection.query("""
             SELECT outcome FROM wallet.credit_many(ARRAY['tests'], ARRAY[\(flowNo)::text], ARRAY[\(user)::text],
@@ -80,27 +80,17 @@ struct SchemaUpgradeTests {
             """)[0][0]
     }
 
-    /// The release before typed results: migrations 0001–0006 and its
-    /// function files, with its credit_many as it was.
-    func migrateAsThePreviousRelease(_ connection: Connection) throws {
-        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("PreviousRelease/02_credit_many.sql")
-        let previousCreditMany = try String(contentsOf: fixture, encoding: .utf8)
-        let functions = Schema.functionFiles
-            .filter { ["01_lock_flow_nos.sql", "02_credit_many.sql", "03_apply_appstore_notification.sql"].contains($0.name) }
-            .map { $0.name == "02_credit_many.sql" ? ($0.name, previousCreditMany) : $0 }
-        try Migrator(files: Schema.migrationFiles.filter { $0.name < "0007" }, functionFiles: functions, logger: logger)
-            .migrate(connection: connection)
-    }
-
     @Test func debitAnswersStoredBeforeTypedResultsReplayAsFirstSent() throws {
         let options = try TestDatabase.makeEmpty()
         let connection = try Connection(options: options)
         defer { connection.close() }
-        try migrateAsThePreviousRelease(connection)
+        // The first release's schema: its debit_many (0002) is the one every
+        // release ran until typed results, so what it stores is what they
+        // stored.
+        try Migrator(files: Schema.migrationFiles.filter { $0.name < "0006" }, logger: logger).migrate(connection: connection)
 
-        // What the previous release stored: a credit, a debit and a sticky
-        // refusal, under the hashes the service gives these requests.
+        // A credit, a debit and a sticky refusal, under the hashes the
+        // service gives these requests.
         #expect(try Self.previousCredit("p-1", user: "dana", on: connection) == "credited")
         func hash(_ json: String) throws -> ByteA {
             let body = try JSONValueDecoder().decode(DebitBody.self, from: try JSONParser.parse(Array(json.utf8)))
@@ -126,8 +116,8 @@ struct SchemaUpgradeTests {
             + #""currency":"coin"}}"#
 
         let applied = try Schema.migrator(logger: logger).migrate(connection: connection)
-        #expect(applied == ["0007_typed_batches.sql", "functions/00_batch_steps.sql", "functions/02_credit_many.sql",
-                            "functions/04_debit_many.sql", "functions/05_check_invariants.sql"])
+        #expect(applied == ["0006_appstore_refund_states.sql", "0007_typed_batches.sql"]
+            + Schema.functionFiles.map { "functions/" + $0.name })
         #expect(try connection.query("SELECT * FROM wallet.check_invariants()").isEmpty)
         let kept = try connection.query("""
             SELECT key, amount::text, balance::text, (response IS NOT NULL)::text FROM wallet.idempotency_keys ORDER BY key
