@@ -821,7 +821,8 @@ def targets(bench):
             rows.append((label, f"{result.ratio:.2f}×", "yes" if result.ratio >= needed else "no"))
 
     ratio_row("debit-spread", "debit spread ≥ 2.5× pgbench", 2.5)
-    ratio_row("debit-hot", "hot wallet ≥ 4× pgbench hot", 4.0)
+    ratio_row("debit-hot", "hot wallet ≥ 8× pgbench hot", 8.0)
+    ratio_row("credit-spread", "credits ≥ 2.5× pgbench", 2.5)
     if bench.results:
         worst = max(bench.results, key=lambda r: r.service.p99_ms)
         rows.append(("p99 ≤ 25 ms in every scenario", f"worst {milliseconds(worst.service.p99_ms)} ms "
@@ -833,8 +834,8 @@ def targets(bench):
     rows.append(("zero non-2xx (and no socket errors)", str(bad), "yes" if bad == 0 else "no"))
     reads = by_name.get("read-spread")
     if reads is not None:
-        rows.append(("balance reads ≥ 20k/s", f"{number(reads.service.ops)}/s",
-                     "yes" if reads.service.ops >= 20_000 else "no"))
+        rows.append(("balance reads ≥ 25k/s", f"{number(reads.service.ops)}/s",
+                     "yes" if reads.service.ops >= 25_000 else "no"))
     standard = bench.seconds == 10 and bench.connections == 64
     lines = ["Targets" + ("" if standard else f" (set for c=64 and 10 s; this run used c={bench.connections}, "
                                                f"{bench.seconds} s)") + ":", "",

@@ -5,13 +5,13 @@
 --        -D hot=pg-hot -f bench/sql/debit_hot.sql wallet
 BEGIN;
 SELECT balance FROM wallet.wallets WHERE user_id = :hot AND currency = 'coin' FOR UPDATE;
-INSERT INTO wallet.idempotency_keys (client, key, request_hash, outcome, response, entry_id)
-    SELECT 'pgbench', 'pgb-' || :client_id || '-' || nextval('bench.reference_seq'), '\x00', 'debited',
-           '{"debit": {"amount": 1}}', nextval('wallet.entries_id_seq')
-    RETURNING key, entry_id \gset
 UPDATE wallet.wallets SET balance = balance - 1, updated_at = now()
     WHERE user_id = :hot AND currency = 'coin'
     RETURNING balance \gset
+INSERT INTO wallet.idempotency_keys (client, key, request_hash, outcome, entry_id, amount, balance)
+    SELECT 'pgbench', 'pgb-' || :client_id || '-' || nextval('bench.reference_seq'), '\x00', 'debited',
+           nextval('wallet.entries_id_seq'), 1, :balance
+    RETURNING key, entry_id \gset
 INSERT INTO wallet.entries (id, user_id, currency, amount, balance_after, kind, reference, client)
     VALUES (:entry_id, :hot, 'coin', -1, :balance, 'debit', :key, 'pgbench');
 COMMIT;
