@@ -30,23 +30,26 @@ let package = Package(
 
         // JSON-lines logging, shared by every layer below the service.
         .target(name: "Logging"),
+        // Locks and waiting on pthreads, which the thread sanitizer sees
+        // (the standard library's Mutex it does not).
+        .target(name: "Locking"),
 
         // Adapters.
-        .target(name: "Postgres", dependencies: ["CLibPQ", "Logging"]),
-        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Logging"]),
+        .target(name: "Postgres", dependencies: ["CLibPQ", "Locking", "Logging"]),
+        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Locking", "Logging"]),
         .target(name: "Crypto", dependencies: ["COpenSSL"]),
 
         // Domain and service.
         .target(name: "WalletCore"),
         .target(
             name: "AppStore",
-            dependencies: ["Crypto", "WalletCore"],
+            dependencies: ["Crypto", "Locking", "WalletCore"],
             exclude: ["Embedded"],
             plugins: ["EmbedFiles"]
         ),
         .target(
             name: "WalletService",
-            dependencies: ["Postgres", "HTTPServer", "Crypto", "AppStore", "WalletCore", "Logging"],
+            dependencies: ["Postgres", "HTTPServer", "Crypto", "AppStore", "WalletCore", "Locking", "Logging"],
             exclude: ["Embedded"],
             plugins: ["EmbedFiles"]
         ),
@@ -67,11 +70,11 @@ let package = Package(
         .target(name: "CryptoTestSupport", dependencies: ["Crypto", "COpenSSL"], path: "Tests/CryptoTestSupport"),
         .target(
             name: "TestSupport",
-            dependencies: ["Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore", "WalletService"],
+            dependencies: ["Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore", "WalletService", "Locking"],
             path: "Tests/TestSupport"
         ),
-        .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
-        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"]),
+        .testTarget(name: "PostgresTests", dependencies: ["Postgres", "Locking", "TestSupport"]),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Locking", "TestSupport"]),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto", "CryptoTestSupport"]),
         .testTarget(
             name: "AppStoreTests", dependencies: ["AppStore", "Crypto", "CryptoTestSupport", "TestSupport"], exclude: ["Vectors"]
@@ -81,7 +84,7 @@ let package = Package(
             name: "WalletServiceTests",
             dependencies: [
                 "WalletService", "Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore", "WalletCore",
-                "TestSupport",
+                "Locking", "TestSupport",
             ]
         ),
     ],
