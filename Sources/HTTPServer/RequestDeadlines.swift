@@ -133,8 +133,7 @@ final class RequestDeadlines: Sendable {
         if state.nextWake.map({ deadline < $0 }) ?? true {
             state.nextWake = deadline
             state.rescan = true
-            // Under the lock, which waking allows; the sweeper is the only
-            // thread waiting for this, bar `stop`, which is woken by its own.
+            // Waking while holding the lock is allowed.
             self.state.broadcast()
         }
     }
