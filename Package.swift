@@ -80,6 +80,7 @@ let package = Package(
             name: "AppStoreTests", dependencies: ["AppStore", "Crypto", "CryptoTestSupport", "TestSupport"], exclude: ["Vectors"]
         ),
         .testTarget(name: "WalletCoreTests", dependencies: ["WalletCore"]),
+        .testTarget(name: "LockingTests", dependencies: ["Locking"]),
         .testTarget(
             name: "WalletServiceTests",
             dependencies: [
