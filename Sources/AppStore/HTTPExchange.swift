@@ -38,6 +38,8 @@ final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable 
         let now = DispatchTime.now()
         guard deadline > now else { return .failure("no time was left to ask") }
         let remainingSeconds = Double(deadline.uptimeNanoseconds - now.uptimeNanoseconds) / 1e9
+        // The same deadline, on the clock the wait below runs by.
+        let waitDeadline = ContinuousClock.now + .seconds(remainingSeconds)
         // The wait below is the real limit. URLSession's own limits are only
         // a backstop, set well past it: the Linux URLSession truncates them
         // to whole seconds, so 0.9 s would become an immediate time-out.
@@ -57,8 +59,6 @@ final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable 
 
         let task = session.dataTask(with: request)
         task.resume()
-        // The same time left, on the clock the monitor waits by.
-        let waitDeadline = ContinuousClock.now + .seconds(remainingSeconds)
         guard let outcome = exchange.state.wait(until: waitDeadline, for: { $0.outcome != nil }, then: { state, _ in
             state.outcome
         }) else {

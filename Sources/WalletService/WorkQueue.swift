@@ -118,7 +118,7 @@ final class WorkerThreads: Sendable {
     /// false if some had not.
     @discardableResult
     func wait(timeoutSeconds: Double) -> Bool {
-        wait(until: .now + .nanoseconds(Int64(max(0, timeoutSeconds) * 1e9)))
+        wait(until: .now + .seconds(max(0, timeoutSeconds)))
     }
 
     /// Waits until every thread has returned, at most until `deadline`;
