@@ -47,14 +47,24 @@ let package = Package(
             exclude: ["Embedded"],
             plugins: ["EmbedFiles"]
         ),
+        // The ledger database: the only code that talks to it. Embeds the
+        // migrations and function files.
+        .target(
+            name: "WalletStore",
+            dependencies: ["Postgres", "Crypto", "WalletCore", "Locking", "Logging"],
+            plugins: ["EmbedFiles"]
+        ),
         .target(
             name: "WalletService",
-            dependencies: ["Postgres", "HTTPServer", "Crypto", "AppStore", "WalletCore", "Locking", "Logging"],
+            dependencies: ["WalletStore", "HTTPServer", "Crypto", "AppStore", "WalletCore", "Locking", "Logging"],
             exclude: ["Embedded"],
             plugins: ["EmbedFiles"]
         ),
-        // The command line: one file per command, on WalletService's public API.
-        .executableTarget(name: "wallet", dependencies: ["WalletService", "WalletCore", "AppStore", "Postgres", "Logging"]),
+        // The command line: one file per command, on the service's and the
+        // store's public API.
+        .executableTarget(
+            name: "wallet", dependencies: ["WalletService", "WalletStore", "WalletCore", "AppStore", "Postgres", "Logging"]
+        ),
 
         // Build-time embedding of run-time files (migrations, the OpenAPI
         // document, the Apple root certificate), so the binary needs nothing
@@ -68,10 +78,18 @@ let package = Package(
         // that issues strict-mode chains. The service only verifies, so this
         // is not part of Crypto; it may use OpenSSL because it is not product.
         .target(name: "CryptoTestSupport", dependencies: ["Crypto", "COpenSSL"], path: "Tests/CryptoTestSupport"),
+        // Databases, HTTP clients, processes and fake stores for every suite;
+        // it builds without the service.
         .target(
             name: "TestSupport",
-            dependencies: ["Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore", "WalletService", "Locking"],
+            dependencies: ["Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore", "WalletStore", "Locking"],
             path: "Tests/TestSupport"
+        ),
+        // The service in-process, on a real socket and a real database.
+        .target(
+            name: "ServiceTestSupport",
+            dependencies: ["TestSupport", "WalletService", "WalletStore", "WalletCore", "Postgres", "HTTPServer"],
+            path: "Tests/ServiceTestSupport"
         ),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "Locking", "TestSupport"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Locking", "TestSupport"]),
@@ -84,8 +102,8 @@ let package = Package(
         .testTarget(
             name: "WalletServiceTests",
             dependencies: [
-                "WalletService", "Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore", "WalletCore",
-                "Locking", "TestSupport",
+                "WalletService", "WalletStore", "Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore",
+                "WalletCore", "Locking", "TestSupport", "ServiceTestSupport",
             ]
         ),
     ],

@@ -5,7 +5,7 @@ import PackagePlugin
 /// binary runs from any directory and in a slim container with nothing beside it.
 ///
 /// A target embeds every regular file in its `Embedded/` directory. The
-/// `WalletService` target also embeds the package's `Migrations/*.sql`, and
+/// `WalletStore` target also embeds the package's `Migrations/*.sql`, and
 /// `Migrations/functions/*.sql` under names that start with `functions/`.
 @main
 struct EmbedFiles: BuildToolPlugin {
@@ -13,7 +13,7 @@ struct EmbedFiles: BuildToolPlugin {
         guard let target = target as? SourceModuleTarget else { return [] }
         var inputs = try files(in: target.directoryURL.appending(path: "Embedded"))
         var functionInputs: [URL] = []
-        if target.name == "WalletService" {
+        if target.name == "WalletStore" {
             let migrations = context.package.directoryURL.appending(path: "Migrations")
             inputs += try files(in: migrations).filter { $0.pathExtension == "sql" }
             functionInputs = try files(in: migrations.appending(path: "functions")).filter { $0.pathExtension == "sql" }

@@ -22,22 +22,12 @@ public struct Response: Sendable {
         self.problem = nil
     }
 
-    /// `application/json`, encoded with sorted keys and unescaped slashes.
-    /// A value that cannot be encoded (a non-finite Double, a throwing
-    /// `encode(to:)`) is a programming error and yields a bare 500.
-    public static func json<T: Encodable>(
-        _ value: T, status: Int = 200, headers: [(name: String, value: String)] = []
+    /// `application/json`, written by `JSONValue`'s serializer: the one JSON
+    /// writer for every answer, problems included.
+    public static func json(
+        _ value: JSONValue, status: Int = 200, headers: [(name: String, value: String)] = []
     ) -> Response {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        guard let data = try? encoder.encode(value) else {
-            assertionFailure("response value \(T.self) failed to encode")
-            return .problem(.internalError())
-        }
-        return Response(
-            status: status,
-            headers: [("Content-Type", "application/json")] + headers,
-            body: [UInt8](data))
+        Response(status: status, headers: [("Content-Type", "application/json")] + headers, body: value.serialized())
     }
 
     /// `application/problem+json`, with the problem's headers.

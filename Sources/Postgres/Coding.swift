@@ -98,15 +98,60 @@ extension Array: PostgresEncodable where Element: PostgresEncodable {
                 bytes.append(contentsOf: [UInt8(ascii: "N"), UInt8(ascii: "U"), UInt8(ascii: "L"), UInt8(ascii: "L")])
                 continue
             }
-            bytes.append(UInt8(ascii: "\""))
-            for byte in value.utf8 {
-                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { bytes.append(UInt8(ascii: "\\")) }
-                bytes.append(byte)
-            }
-            bytes.append(UInt8(ascii: "\""))
+            appendQuoted(value, to: &bytes)
         }
         bytes.append(UInt8(ascii: "}"))
         return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+/// A composite value (`ROW(…)`), sent as a record literal with every
+/// non-NULL field quoted; an array of records is an array parameter of the
+/// composite type (`$1::wallet.debit_request[]`).
+public struct PostgresRecord: Sendable, PostgresEncodable {
+    public var fields: [String?]
+
+    /// The fields in the composite type's order.
+    public init(_ fields: [(any PostgresEncodable)?]) {
+        self.fields = fields.map { $0?.postgresText }
+    }
+
+    public var postgresText: String? {
+        var bytes: [UInt8] = [UInt8(ascii: "(")]
+        for (index, field) in fields.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            // Nothing between the commas is NULL; "" is an empty string.
+            guard let field else { continue }
+            appendQuoted(field, to: &bytes)
+        }
+        bytes.append(UInt8(ascii: ")"))
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+/// A `timestamptz` column as RFC 3339 UTC text with microseconds
+/// (`2026-01-02T03:04:05.678900Z`). Connections run with `TimeZone` UTC and
+/// the ISO date style, so the server writes `2026-01-02 03:04:05.6789+00`.
+public struct Timestamp: Hashable, Sendable, PostgresDecodable {
+    public var rfc3339: String
+
+    public init(postgresText text: String) throws(PostgresError) {
+        let bytes = Array(text.utf8)
+        // "YYYY-MM-DD HH:MM:SS", an optional fraction, then "+00".
+        guard bytes.count >= 22, bytes[10] == UInt8(ascii: " "), bytes.suffix(3) == Array("+00".utf8),
+              bytes[..<19].allSatisfy({ (0x30...0x3a).contains($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: " ") })
+        else { throw .undecodable(text, as: "Timestamp") }
+        var fraction = bytes[19..<(bytes.count - 3)]
+        if !fraction.isEmpty {
+            guard fraction.first == UInt8(ascii: "."), fraction.count <= 7,
+                  fraction.dropFirst().allSatisfy({ (0x30...0x39).contains($0) }) else {
+                throw .undecodable(text, as: "Timestamp")
+            }
+            fraction = fraction.dropFirst()
+        }
+        var output = Array(bytes[..<10]) + [UInt8(ascii: "T")] + Array(bytes[11..<19]) + [UInt8(ascii: ".")]
+        output += fraction + Array(repeating: UInt8(ascii: "0"), count: 6 - fraction.count) + [UInt8(ascii: "Z")]
+        rfc3339 = String(decoding: output, as: UTF8.self)
     }
 }
 
@@ -117,6 +162,17 @@ extension Optional: PostgresEncodable where Wrapped: PostgresEncodable {
         case .some(let value): value.postgresText
         }
     }
+}
+
+/// `text` in double quotes, with `"` and `\` escaped by a backslash: the
+/// quoting array and record literals share.
+private func appendQuoted(_ text: String, to bytes: inout [UInt8]) {
+    bytes.append(UInt8(ascii: "\""))
+    for byte in text.utf8 {
+        if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { bytes.append(UInt8(ascii: "\\")) }
+        bytes.append(byte)
+    }
+    bytes.append(UInt8(ascii: "\""))
 }
 
 private let hexDigits: [Unicode.Scalar] = Array("0123456789abcdef".unicodeScalars)

@@ -2,14 +2,14 @@ import AppStore
 import Foundation
 import HTTPServer
 import Logging
-import Postgres
 import WalletCore
+import WalletStore
 
 /// `POST /v1/appstore/notifications`: App Store Server Notifications V2.
 /// No API key: the signed payload is the credential. Refunds and their
 /// reversals go through the same SQL functions as the admin scripts.
 struct AppStoreAPI: Sendable {
-    let pool: ConnectionPool
+    let ledger: Ledger
     let verifier: SignedDataVerifier
     /// Where notifications are verified and applied, apart from the pool
     /// that asks Apple about receipts: junk here must not delay credits.
@@ -25,16 +25,6 @@ struct AppStoreAPI: Sendable {
 
     struct NotificationBody: Decodable {
         var signedPayload: String
-    }
-
-    struct NotificationResponse: Codable {
-        var notificationUUID: String
-        var notificationType: String
-        var outcome: String
-
-        enum CodingKeys: String, CodingKey {
-            case notificationUUID = "notification_uuid", notificationType = "notification_type", outcome
-        }
     }
 
     /// Parses on the server thread (cheap, bounded by the body limit), then
@@ -104,9 +94,7 @@ struct AppStoreAPI: Sendable {
         do {
             // By the request's own deadline: the queue and the signature
             // checks have used part of its time already.
-            outcome = try WalletAPI.read(pool: pool, metrics: metrics, deadline: deadline) {
-                try LedgerStore.applyNotification(record, on: $0)
-            }
+            outcome = try ledger.applyNotification(record, deadline: deadline)
         } catch {
             metrics.countNotification(failure: .error)
             throw error
@@ -114,7 +102,9 @@ struct AppStoreAPI: Sendable {
         metrics.countNotification(outcome: outcome)
         logger.info("notification applied", ["request.id": requestID, "appstore.type": payload.notificationType,
                                               "appstore.outcome": outcome])
-        return .json(NotificationResponse(notificationUUID: payload.notificationUUID,
-                                          notificationType: payload.notificationType, outcome: outcome))
+        return .json([
+            "notification_uuid": .string(payload.notificationUUID),
+            "notification_type": .string(payload.notificationType), "outcome": .string(outcome),
+        ])
     }
 }

@@ -2,8 +2,8 @@ import Foundation
 import HTTPServer
 import Locking
 public import Logging
-import Postgres
 import WalletCore
+public import WalletStore
 
 /// The running service: database pools, group-commit writers, the HTTP
 /// server and the background upkeep. `main` builds it with
@@ -14,9 +14,8 @@ public final class Application: Sendable {
     /// The database the service uses (the embedded one's conninfo, or the URL).
     public let databaseConninfo: String
     public let embeddedDatabase: EmbeddedDatabase?
-    let pool: ConnectionPool
-    let writerPool: ConnectionPool
-    let groupCommit: GroupCommit
+    /// The ledger database: pools, writers, and every query.
+    public let ledger: Ledger
     let metrics: Metrics
     let readiness: Readiness
     let server: Server
@@ -38,24 +37,14 @@ public final class Application: Sendable {
         metrics = Metrics()
         readiness = Readiness()
 
-        let databaseLogger = Logger(label: "wallet.db", level: logger.level, metadata: logger.metadata)
-        var connection = Connection.Options(conninfo: databaseConninfo)
-        connection.statementTimeoutMilliseconds = max(1_000, configuration.requestTimeoutSeconds * 1_000)
-        connection.connectTimeoutSeconds = 3
-        var poolConfiguration = ConnectionPool.Configuration(connection: connection)
-        poolConfiguration.maximumConnections = configuration.databasePoolSize
-        poolConfiguration.acquireTimeoutMilliseconds = min(5_000, configuration.requestTimeoutSeconds * 1_000)
-        pool = ConnectionPool(configuration: poolConfiguration, logger: databaseLogger)
-
-        // The writers get their own connections, one each, apart from reads.
-        var writerConfiguration = poolConfiguration
-        writerConfiguration.maximumConnections = configuration.writers
-        // A wallet held by another transaction fails its batch soon, and
-        // the batch's other operations commit without it.
-        writerConfiguration.connection.lockTimeoutMilliseconds = configuration.lockTimeoutMilliseconds
-        writerPool = ConnectionPool(configuration: writerConfiguration, logger: databaseLogger)
-        groupCommit = GroupCommit(writerCount: configuration.writers, batchOperationsMax: configuration.batchOperationsMax,
-                                  pool: writerPool, metrics: metrics, logger: logger)
+        ledger = Ledger(
+            configuration: .init(
+                conninfo: databaseConninfo, poolSize: configuration.databasePoolSize, writers: configuration.writers,
+                batchOperationsMax: configuration.batchOperationsMax,
+                statementTimeoutMilliseconds: max(1_000, configuration.requestTimeoutSeconds * 1_000),
+                acquireTimeoutMilliseconds: min(5_000, configuration.requestTimeoutSeconds * 1_000),
+                lockTimeoutMilliseconds: configuration.lockTimeoutMilliseconds),
+            metrics: metrics, logger: logger)
 
         router = Router()
         let transactions = try AppStoreSetup.verifier(configuration.apple)
@@ -65,16 +54,14 @@ public final class Application: Sendable {
         // is told to retry.
         notificationWork = BlockingWork(threads: Self.notificationThreads, queueDepthMax: Self.notificationQueueDepthMax,
                                         name: "wallet-notifications")
-        let reads = ServerThreadReads(pool: pool, metrics: metrics)
         let api = WalletAPI(
-            reads: reads, groupCommit: groupCommit, authenticator: Authenticator(reads: reads),
+            ledger: ledger, authenticator: Authenticator(ledger: ledger),
             credits: CreditVerification(configuration: configuration, transactions: transactions),
             blockingWork: blockingWork, metrics: metrics, readiness: readiness, requestTimeoutSeconds: configuration.requestTimeoutSeconds,
             logger: logger)
         api.register(on: router)
-        OperationsAPI(pool: pool, reads: reads, readiness: readiness, metrics: metrics, groupCommit: groupCommit)
-            .register(on: router)
-        AppStoreAPI(pool: pool, verifier: transactions, work: notificationWork, metrics: metrics,
+        OperationsAPI(ledger: ledger, readiness: readiness, metrics: metrics).register(on: router)
+        AppStoreAPI(ledger: ledger, verifier: transactions, work: notificationWork, metrics: metrics,
                     readiness: readiness, requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger)
             .register(on: router)
 
@@ -91,7 +78,7 @@ public final class Application: Sendable {
                 metrics.observeRequest(method: completed.method, route: completed.routePattern,
                                        status: completed.status, durationSeconds: completed.durationSeconds)
             })
-        upkeep = Upkeep(pool: pool, readiness: readiness, migrate: configuration.migrateOnStart,
+        upkeep = Upkeep(ledger: ledger, readiness: readiness, migrate: configuration.migrateOnStart,
                         retentionHours: configuration.idempotencyRetentionHours, logger: logger)
     }
 
@@ -119,12 +106,19 @@ public final class Application: Sendable {
         server.shutdown()
         blockingWork.stop(timeoutSeconds: 10)
         notificationWork.stop(timeoutSeconds: 10)
-        groupCommit.shutdown(timeoutSeconds: 10)
         upkeep.stop()
-        writerPool.shutdown()
-        pool.shutdown()
+        ledger.shutdown(timeoutSeconds: 10)
         embeddedDatabase?.stopIfStartedHere()
         logger.info("stopped")
+    }
+}
+
+extension Application {
+    /// On the first start of an empty database, makes two keys to try the
+    /// API with and returns them (for the console, never the log); nil once
+    /// any key exists.
+    public func createDevelopmentKeysIfFirstStart() throws -> DevelopmentKeys? {
+        try ledger.createDevelopmentKeysIfFirstStart()
     }
 }
 
@@ -166,7 +160,7 @@ final class Readiness: Sendable {
 /// backoff while the database is unreachable), then purge expired
 /// idempotency records in small rounds.
 final class Upkeep: Sendable {
-    private let pool: ConnectionPool
+    private let ledger: Ledger
     private let readiness: Readiness
     private let migrate: Bool
     private let retentionHours: Int
@@ -184,10 +178,8 @@ final class Upkeep: Sendable {
     static let purgeRoundRows = 1_000
     static let purgeRoundsMax = 20
     static let purgeIntervalSeconds = 60.0
-    static let migrationSecondsMax = Duration.seconds(600)
-
-    init(pool: ConnectionPool, readiness: Readiness, migrate: Bool, retentionHours: Int, logger: Logger) {
-        self.pool = pool
+    init(ledger: Ledger, readiness: Readiness, migrate: Bool, retentionHours: Int, logger: Logger) {
+        self.ledger = ledger
         self.readiness = readiness
         self.migrate = migrate
         self.retentionHours = retentionHours
@@ -220,16 +212,7 @@ final class Upkeep: Sendable {
         var backoffSeconds = 0.25
         while !stopping {
             do {
-                try pool.withConnection(deadline: .now + .seconds(5)) { connection in
-                    if migrate {
-                        let migrator = try Schema.migrator(logger: logger)
-                        // Migrations take what they take; connecting did not.
-                        connection.deadline = .now + Self.migrationSecondsMax
-                        try connection.withoutStatementTimeout { try migrator.migrate(connection: $0) }
-                    } else {
-                        _ = try connection.query("SELECT 1 FROM wallet.entries LIMIT 0")
-                    }
-                }
+                try ledger.bringSchemaUp(migrate: migrate, logger: logger)
                 readiness.markSchemaReady()
                 return
             } catch {
@@ -246,9 +229,8 @@ final class Upkeep: Sendable {
         var total = 0
         for _ in 0..<Self.purgeRoundsMax {
             guard !stopping else { break }
-            let deleted = (try? pool.withConnection {
-                try LedgerStore.purgeIdempotencyKeys(olderThanHours: retentionHours, limit: Self.purgeRoundRows, on: $0)
-            }) ?? 0
+            let deleted = (try? ledger.purgeIdempotencyKeys(olderThanHours: retentionHours,
+                                                            limit: Self.purgeRoundRows)) ?? 0
             total += deleted
             if deleted < Self.purgeRoundRows { break }
         }

@@ -1,19 +1,13 @@
 public import Logging
 import Foundation
+public import WalletCore
 
 /// The service's settings, read once from the environment (and a few flags)
 /// and validated. A malformed value stops start-up with a message that names
 /// the variable.
 public struct Configuration: Sendable {
     /// How a credit request's purchase is vouched for.
-    public enum CreditVerification: String, Sendable, CaseIterable {
-        /// A StoreKit 2 signed transaction (JWS), verified offline.
-        case appStoreJWS = "appstore-jws"
-        /// A StoreKit 1 receipt, verified with Apple's verifyReceipt.
-        case appStoreReceipt = "appstore-receipt"
-        /// The calling app backend vouches for the purchase.
-        case caller
-    }
+    public typealias CreditVerification = CreditSource
 
     public struct Listen: Sendable, Equatable {
         public var host: String

@@ -1,7 +1,7 @@
 import AppStore
 import Foundation
 import Locking
-import Postgres
+import WalletStore
 
 /// Prometheus metrics, all prefixed `wallet_`: per-route request counts and
 /// latency histograms by status class, the database pool, database errors,
@@ -11,7 +11,7 @@ import Postgres
 /// outside the standard ones counts as `other`, a path no route matches as
 /// `unmatched`, an unknown notification outcome as `other`. So the exposition
 /// stays the same size whatever clients send.
-final class Metrics: Sendable {
+final class Metrics: Sendable, StoreMetrics {
     static let latencyBucketsSeconds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
     static let batchSizeBuckets: [Double] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 
@@ -84,14 +84,7 @@ final class Metrics: Sendable {
     }
 
     /// Counts a database failure by kind: `unavailable`, `timeout`, `sqlstate_XXXXX`.
-    func countDatabaseError(_ error: PostgresError) {
-        let kind: String
-        switch error.kind {
-        case .connection, .poolClosed: kind = "unavailable"
-        case .poolTimeout: kind = "pool_timeout"
-        case .deadline: kind = "deadline"
-        default: kind = error.sqlState.map { "sqlstate_\($0.code)" } ?? "other"
-        }
+    func countDatabaseError(kind: String) {
         state.withLock { $0.databaseErrors[kind, default: 0] += 1 }
     }
 
@@ -122,7 +115,7 @@ final class Metrics: Sendable {
     }
 
     /// The Prometheus text exposition.
-    func render(pool: ConnectionPool.Statistics?, writerQueueDepth: Int) -> String {
+    func render(pool: Ledger.PoolStatistics?, writerQueueDepth: Int) -> String {
         let snapshot = state.withLock { $0 }
         var out = ""
         out += "# HELP wallet_http_requests_total HTTP requests by route, method and status class.\n"
@@ -138,16 +131,15 @@ final class Metrics: Sendable {
                       histogram: snapshot.requests[key]!, bounds: Self.latencyBucketsSeconds)
         }
         if let pool {
-            out += "# HELP wallet_db_pool_connections Database connections open in the pool.\n"
-            out += "# TYPE wallet_db_pool_connections gauge\nwallet_db_pool_connections \(pool.open)\n"
-            out += "# HELP wallet_db_pool_in_use Database connections lent out.\n"
-            out += "# TYPE wallet_db_pool_in_use gauge\nwallet_db_pool_in_use \(pool.inUse)\n"
-            out += "# HELP wallet_db_pool_waiting Callers waiting for a database connection.\n"
-            out += "# TYPE wallet_db_pool_waiting gauge\nwallet_db_pool_waiting \(pool.waiting)\n"
-            out += "# HELP wallet_db_pool_size_max The pool's connection limit.\n"
-            out += "# TYPE wallet_db_pool_size_max gauge\nwallet_db_pool_size_max \(pool.maximum)\n"
-            out += "# HELP wallet_db_connections_broken_total Connections found broken and replaced.\n"
-            out += "# TYPE wallet_db_connections_broken_total counter\nwallet_db_connections_broken_total \(pool.broken)\n"
+            for (name, type, help, value) in [
+                ("wallet_db_pool_connections", "gauge", "Database connections open in the pool.", pool.open),
+                ("wallet_db_pool_in_use", "gauge", "Database connections lent out.", pool.inUse),
+                ("wallet_db_pool_waiting", "gauge", "Callers waiting for a database connection.", pool.waiting),
+                ("wallet_db_pool_size_max", "gauge", "The pool's connection limit.", pool.maximum),
+                ("wallet_db_connections_broken_total", "counter", "Connections found broken and replaced.", pool.broken),
+            ] {
+                out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
+            }
         }
         out += "# HELP wallet_db_errors_total Database errors by kind.\n"
         out += "# TYPE wallet_db_errors_total counter\n"

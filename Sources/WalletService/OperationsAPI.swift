@@ -1,22 +1,20 @@
 import Foundation
 import HTTPServer
-import Postgres
 import WalletCore
+import WalletStore
 
 /// Endpoints for operators and tools, all without authentication: liveness,
 /// readiness, Prometheus metrics and the OpenAPI document.
 struct OperationsAPI: Sendable {
-    let pool: ConnectionPool
-    let reads: ServerThreadReads
+    let ledger: Ledger
     let readiness: Readiness
     let metrics: Metrics
-    let groupCommit: GroupCommit
 
     func register(on router: Router) {
-        router.add("GET", "/healthz", sync: { _ in .json(StatusJSON(status: "ok")) })
+        router.add("GET", "/healthz", sync: { _ in .json(ResponseBody.status("ok")) })
         router.add("GET", "/readyz", sync: readyz)
         router.add("GET", "/metrics", sync: { _ in
-            .text(metrics.render(pool: pool.statistics, writerQueueDepth: groupCommit.queueDepth),
+            .text(metrics.render(pool: ledger.poolStatistics, writerQueueDepth: ledger.groupCommit.queueDepth),
                   contentType: "text/plain; version=0.0.4; charset=utf-8")
         })
         router.add("GET", "/openapi.json", sync: { _ in
@@ -29,8 +27,8 @@ struct OperationsAPI: Sendable {
     /// once PostgreSQL is back.
     func readyz(_ request: Request) throws -> Response {
         guard readiness.isSchemaReady else { throw WalletError.databaseUnavailable }
-        _ = try reads.run { try $0.prepared("SELECT 1") }
-        return .json(StatusJSON(status: "ready"))
+        try ledger.ping()
+        return .json(ResponseBody.status("ready"))
     }
 }
 

@@ -1,49 +1,75 @@
-/// Response bodies built here, as the API documents them (see openapi.json).
-/// Amounts and ids are JSON integers; timestamps are RFC 3339 UTC strings.
-/// Credits and debits are answered with the JSON the ledger functions
-/// return and store (see StoredJSON).
+import HTTPServer
+import WalletCore
+import WalletStore
 
-struct EntryJSON: Codable, Equatable {
-    var id: Int64
-    var currency: String
-    var amount: Int64
-    var balanceAfter: Int64
-    var kind: String
-    var reference: String
-    var createdAt: String
-
-    enum CodingKeys: String, CodingKey {
-        case id, currency, amount, balanceAfter = "balance_after", kind, reference, createdAt = "created_at"
-    }
-}
-
-struct EntriesResponse: Codable, Equatable {
-    var entries: [EntryJSON]
-    /// Null on the last page.
-    var nextCursor: String?
-
-    enum CodingKeys: String, CodingKey {
-        case entries, nextCursor = "next_cursor"
+/// Response bodies, as the API documents them (see openapi.json), built as
+/// `JSONValue` and written by its one serializer. Amounts and ids are JSON
+/// integers; timestamps are RFC 3339 UTC strings. A debit's replay is built
+/// here from the same stored values as its first answer, so both are the
+/// same bytes.
+enum ResponseBody {
+    static func balance(userID: String, currency: String, balance: Int64) -> JSONValue {
+        ["user_id": .string(userID), "currency": .string(currency), "balance": JSONValue(balance)]
     }
 
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(entries, forKey: .entries)
-        try container.encode(nextCursor, forKey: .nextCursor)
+    static func credit(flowNo: String, userID: String, productID: String, quantity: Int,
+                       _ state: LedgerStore.CreditState) -> JSONValue {
+        [
+            "flow_no": .string(flowNo), "user_id": .string(userID), "product_id": .string(productID),
+            "quantity": JSONValue(quantity), "currency": .string(state.currency), "amount": JSONValue(state.amount),
+            "status": .string(state.status), "entry_id": JSONValue(state.entryID),
+            "created_at": .string(state.createdAt),
+        ]
     }
-}
 
-/// Answers from the SQL functions for outcomes that are not successes.
-struct OutcomeJSON: Decodable {
-    var code: String
-    var balance: Int64?
-    var expectedAmount: Int64?
-
-    enum CodingKeys: String, CodingKey {
-        case code, balance, expectedAmount = "expected_amount"
+    /// `{"credit", "balance"}`, for a credit made or replayed.
+    static func credited(_ operation: LedgerStore.CreditOperation, _ state: LedgerStore.CreditState,
+                         balance: Int64) -> JSONValue {
+        [
+            "credit": credit(flowNo: operation.flowNo.rawValue, userID: operation.userID.rawValue,
+                             productID: operation.productID.rawValue, quantity: operation.quantity.value, state),
+            "balance": self.balance(userID: operation.userID.rawValue, currency: state.currency, balance: balance),
+        ]
     }
-}
 
-struct StatusJSON: Codable {
-    var status: String
+    /// `{"debit", "balance"}`. The request's fields are the first request's:
+    /// a replay has the same request hash.
+    static func debited(_ operation: LedgerStore.DebitOperation, entryID: Int64, createdAt: String,
+                        balance: Int64) -> JSONValue {
+        [
+            "debit": [
+                "id": JSONValue(entryID), "user_id": .string(operation.userID.rawValue),
+                "currency": .string(operation.currency.rawValue), "amount": JSONValue(operation.amount.value),
+                "reason": operation.reason.map(JSONValue.string) ?? .null, "entry_id": JSONValue(entryID),
+                "created_at": .string(createdAt),
+            ],
+            "balance": self.balance(userID: operation.userID.rawValue, currency: operation.currency.rawValue,
+                                    balance: balance),
+        ]
+    }
+
+    static func wallet(userID: String, balances: [(currency: String, balance: Int64)]) -> JSONValue {
+        [
+            "user_id": .string(userID),
+            "balances": .array(balances.map { ["balance": JSONValue($0.balance), "currency": .string($0.currency)] }),
+        ]
+    }
+
+    static func entries(_ entries: [LedgerStore.Entry], nextCursor: String?) -> JSONValue {
+        [
+            "entries": .array(entries.map { entry in
+                [
+                    "id": JSONValue(entry.id), "currency": .string(entry.currency), "amount": JSONValue(entry.amount),
+                    "balance_after": JSONValue(entry.balanceAfter), "kind": .string(entry.kind),
+                    "reference": .string(entry.reference), "created_at": .string(entry.createdAt),
+                ]
+            }),
+            // Null on the last page.
+            "next_cursor": nextCursor.map(JSONValue.string) ?? .null,
+        ]
+    }
+
+    static func status(_ status: String) -> JSONValue {
+        ["status": .string(status)]
+    }
 }

@@ -2,14 +2,13 @@ import Crypto
 import Foundation
 import HTTPServer
 import Logging
-import Postgres
 import WalletCore
+import WalletStore
 
-/// The wallet's routes. A handler checks, decodes and validates; the SQL
-/// lives in `LedgerStore`; money moves through `GroupCommit`.
+/// The wallet's routes. A handler checks, decodes and validates; the
+/// ledger answers reads and moves money through its group commit.
 struct WalletAPI: Sendable {
-    let reads: ServerThreadReads
-    let groupCommit: GroupCommit
+    let ledger: Ledger
     let authenticator: Authenticator
     let credits: CreditVerification
     let blockingWork: BlockingWork
@@ -39,14 +38,14 @@ struct WalletAPI: Sendable {
             let body = try decodeBody(CreditBody.self, from: request)
             let deadline = deadline()
             // Refused before any queue takes it, so it was never queued.
-            if groupCommit.isStopping { throw WalletError.shuttingDown }
+            if ledger.groupCommit.isStopping { throw WalletError.shuttingDown }
             if CreditVerification.blocks(body) {
                 // Asking Apple takes a network round trip: not on a server thread.
                 let queued = blockingWork.submit {
                     do {
                         try submitCredit(body, client: client, deadline: deadline, responder: responder)
                     } catch {
-                        responder.fail(mapped(error))
+                        responder.fail(error)
                     }
                 }
                 if !queued { throw WalletError.overloaded }
@@ -54,7 +53,7 @@ struct WalletAPI: Sendable {
                 try submitCredit(body, client: client, deadline: deadline, responder: responder)
             }
         } catch {
-            responder.fail(mapped(error))
+            responder.fail(error)
         }
     }
 
@@ -65,26 +64,30 @@ struct WalletAPI: Sendable {
             client: client.name, flowNo: body.flowNo, userID: body.userID, productID: body.productID,
             quantity: verified.quantity, claimedAmount: body.claimedAmount, source: verified.source,
             environment: verified.environment)
-        groupCommit.submit(.credit(operation), deadline: deadline) { result in
+        ledger.groupCommit.submit(.credit(operation), deadline: deadline) { result in
             respond(responder) {
                 guard case .credit(let credit) = try result.get() else { preconditionFailure("credit answered as debit") }
-                return try creditResponse(credit, productID: body.productID)
+                return try creditResponse(credit, operation)
             }
         }
     }
 
-    private func creditResponse(_ result: LedgerStore.CreditResult, productID: ProductID) throws -> Response {
+    private func creditResponse(_ result: LedgerStore.CreditResult, _ operation: LedgerStore.CreditOperation) throws -> Response {
         switch result.outcome {
-        case .credited:
-            return StoredJSON.response(result.body, status: 201)
-        case .replayed:
-            return StoredJSON.response(result.body, status: 200, headers: [("Idempotent-Replayed", "true")])
+        case .credited, .replayed:
+            guard let credit = result.credit, let balance = result.balance else {
+                throw LedgerStore.StoreError.missingColumn(result.outcome.rawValue)
+            }
+            let replayed = result.outcome == .replayed
+            return .json(ResponseBody.credited(operation, credit, balance: balance), status: replayed ? 200 : 201,
+                         headers: replayed ? [("Idempotent-Replayed", "true")] : [])
         case .flowNoConflict:
             throw WalletError.flowNoConflict
         case .unknownProduct:
-            throw WalletError.unknownProduct(productID.rawValue)
+            throw WalletError.unknownProduct(operation.productID.rawValue)
         case .amountMismatch:
-            throw WalletError.amountMismatch(expected: try decodeJSON(OutcomeJSON.self, result.body).expectedAmount ?? 0)
+            guard let expected = result.expectedAmount else { throw LedgerStore.StoreError.missingColumn("expected_amount") }
+            throw WalletError.amountMismatch(expected: expected)
         case .revoked:
             throw WalletError.verificationFailed(reason: "revoked",
                                                  detail: "Apple refunded this transaction; it cannot be credited")
@@ -104,27 +107,35 @@ struct WalletAPI: Sendable {
                 currency: body.currency, amount: body.amount, reason: body.reason,
                 metadata: body.metadataText,
                 requestID: request.requestID)
-            groupCommit.submit(.debit(operation), deadline: deadline()) { result in
+            ledger.groupCommit.submit(.debit(operation), deadline: deadline()) { result in
                 respond(responder) {
                     guard case .debit(let debit) = try result.get() else { preconditionFailure("debit answered as credit") }
-                    return try debitResponse(debit)
+                    return try debitResponse(debit, operation)
                 }
             }
         } catch {
-            responder.fail(mapped(error))
+            responder.fail(error)
         }
     }
 
-    private func debitResponse(_ result: LedgerStore.DebitResult) throws -> Response {
+    private func debitResponse(_ result: LedgerStore.DebitResult, _ operation: LedgerStore.DebitOperation) throws -> Response {
         let replayHeaders: [(name: String, value: String)] = result.replayed ? [("Idempotent-Replayed", "true")] : []
+        if result.outcome == .debited, let stored = result.storedResponse {
+            // Stored whole by an earlier release: replayed as first sent.
+            return LegacyReplay.response(stored, headers: replayHeaders)
+        }
         switch result.outcome {
         case .debited:
-            return StoredJSON.response(result.body, status: 201, headers: replayHeaders)
+            guard let entryID = result.entryID, let createdAt = result.createdAt, let balance = result.balance else {
+                throw LedgerStore.StoreError.missingColumn("debited")
+            }
+            return .json(ResponseBody.debited(operation, entryID: entryID, createdAt: createdAt, balance: balance),
+                         status: 201, headers: replayHeaders)
         case .insufficientFunds:
             // Stored under the key, and replayed as first answered, down to
             // the request id it named.
-            var problem = WalletError.insufficientFunds(balance: try decodeJSON(OutcomeJSON.self, result.body).balance ?? 0)
-                .problem
+            guard let balance = result.balance else { throw LedgerStore.StoreError.missingColumn("balance") }
+            var problem = WalletError.insufficientFunds(balance: balance).problem
             problem.instance = result.requestID
             problem.headers += replayHeaders
             return .problem(problem)
@@ -139,19 +150,12 @@ struct WalletAPI: Sendable {
 
     func getWallet(_ request: Request) throws -> Response {
         let userID = try pathUserID(request)
-        var balances = try withDatabase { try LedgerStore.balances(of: userID, on: $0) }
+        var balances = try ledger.balances(of: userID)
         if !balances.contains(where: { $0.currency == Currency.coin.rawValue }) {
             balances.append((Currency.coin.rawValue, 0))
             balances.sort { $0.currency < $1.currency }
         }
-        // The most frequent request, written by hand: user ids and currencies
-        // are drawn from alphabets that need no escaping in JSON.
-        var body = #"{"balances":["#
-        for (index, balance) in balances.enumerated() {
-            body += (index == 0 ? "" : ",") + #"{"balance":\#(balance.balance),"currency":"\#(balance.currency)"}"#
-        }
-        body += #"],"user_id":"\#(userID.rawValue)"}"#
-        return Response(status: 200, headers: [("Content-Type", "application/json")], body: Array(body.utf8))
+        return .json(ResponseBody.wallet(userID: userID.rawValue, balances: balances))
     }
 
     func getEntries(_ request: Request) throws -> Response {
@@ -176,22 +180,21 @@ struct WalletAPI: Sendable {
             if beforeID == nil { errors.append(FieldError(field: "cursor", message: "is not a cursor this API gave out")) }
         }
         if !errors.isEmpty { throw WalletError.validationFailed(errors) }
-        let rows = try withDatabase {
-            try LedgerStore.entries(of: userID, currency: currency, beforeID: beforeID, limit: limit, on: $0)
-        }
+        let rows = try ledger.entries(of: userID, currency: currency, beforeID: beforeID, limit: limit)
         let page = Array(rows.prefix(limit))
         let next = rows.count > limit ? page.last.map { EntryCursor.encode(beforeID: $0.id) } : nil
-        return .json(EntriesResponse(entries: page, nextCursor: next))
+        return .json(ResponseBody.entries(page, nextCursor: next))
     }
 
     func getCredit(_ request: Request) throws -> Response {
         guard let flowNo = FlowNumber(request.pathParameters["flow_no"] ?? "") else {
             throw WalletError.validationFailed([FieldError(field: "flow_no", message: "must be 1-128 characters of [A-Za-z0-9._:@-]")])
         }
-        guard let json = try withDatabase({ try LedgerStore.credit(flowNo, on: $0) }) else {
+        guard let credit = try ledger.credit(flowNo) else {
             throw WalletError.notFound(detail: "no credit for this flowNO")
         }
-        return StoredJSON.response(#"{"credit":"# + json + "}", status: 200)
+        return .json(["credit": ResponseBody.credit(flowNo: credit.flowNo, userID: credit.userID,
+                                                    productID: credit.productID, quantity: credit.quantity, credit.state)])
     }
 
     // MARK: Shared steps, in the order the API documents
@@ -250,50 +253,14 @@ struct WalletAPI: Sendable {
         .now + .seconds(requestTimeoutSeconds)
     }
 
-    /// A read on this server thread, bounded as `ServerThreadReads` says.
-    func withDatabase<T>(_ body: (Connection) throws -> T) throws -> T {
-        try reads.run(body)
-    }
-
-    /// A read by `deadline`. A read that meets a connection the server has
-    /// dropped (after a restart) is tried once more on a fresh one.
-    static func read<T>(pool: ConnectionPool, metrics: Metrics, deadline: ContinuousClock.Instant,
-                        _ body: (Connection) throws -> T) throws -> T {
-        var attempt = 0
-        while true {
-            attempt += 1
-            do {
-                return try pool.withConnection(deadline: deadline, body)
-            } catch let error as PostgresError {
-                metrics.countDatabaseError(error)
-                if error.kind == .connection, attempt < 2 { continue }
-                throw LedgerStore.walletError(reading: error) ?? error
-            }
-        }
-    }
-
-    /// Turns infrastructure failures into the domain's words; anything else
-    /// stays as it is and becomes a bare 500. Writes arrive mapped by the
-    /// store already.
-    func mapped(_ error: any Error) -> any Error {
-        switch error {
-        case let error as PostgresError: LedgerStore.walletError(reading: error) ?? error
-        case is GroupCommit.Overloaded: WalletError.overloaded
-        default: error
-        }
-    }
 
     private func respond(_ responder: Responder, _ body: () throws -> Response) {
         do {
             responder.send(try body())
         } catch {
-            responder.fail(mapped(error))
+            responder.fail(error)
         }
     }
-}
-
-private func decodeJSON<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
-    try JSONDecoder().decode(type, from: Data(text.utf8))
 }
 
 /// Opaque page cursors for entry listings.

@@ -1,4 +1,5 @@
 import WalletService
+import WalletStore
 
 /// `wallet check`: the ledger's invariants, one line per violation.
 enum CheckCommand {

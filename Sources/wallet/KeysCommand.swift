@@ -1,6 +1,7 @@
 import Foundation
 import WalletCore
 import WalletService
+import WalletStore
 
 /// `wallet keys create|list|revoke`.
 enum KeysCommand {

@@ -1,4 +1,5 @@
 import WalletService
+import WalletStore
 
 /// `wallet migrate`: applies the migrations this build carries.
 enum MigrateCommand {

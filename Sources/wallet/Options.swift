@@ -1,3 +1,7 @@
+import Logging
+import WalletService
+import WalletStore
+
 /// `--name value`, `--name=value`, switches and positionals, for one
 /// subcommand. Parsing only: asked for help, it says so in
 /// `helpRequested` and leaves printing it to the command.
@@ -49,5 +53,14 @@ struct Options {
         if positionals.count < positionalCount {
             throw UsageError(message: help)
         }
+    }
+}
+
+extension Administration {
+    /// The configured database, or the embedded one.
+    static func withDatabase<T>(_ configuration: Configuration, logger: Logger, migrateFirst: Bool = false,
+                                _ body: (Administration) throws -> T) throws -> T {
+        try withDatabase(url: configuration.databaseURL, dataDirectory: configuration.dataDirectory, logger: logger,
+                         migrateFirst: migrateFirst, body)
     }
 }

@@ -1,6 +1,8 @@
 import Foundation
 import Logging
+import WalletCore
 import WalletService
+import WalletStore
 
 /// `wallet serve`: the service, until SIGINT or SIGTERM.
 enum ServeCommand {

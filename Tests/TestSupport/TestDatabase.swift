@@ -3,7 +3,7 @@ import Locking
 import Logging
 public import Postgres
 import Synchronization
-import WalletService
+@testable import WalletStore
 
 /// Databases for tests.
 ///

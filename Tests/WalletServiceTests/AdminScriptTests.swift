@@ -405,18 +405,17 @@ private struct Books {
     /// Credits one bundle the way the service does; returns the outcome.
     func credit(flowNo: String, userID: String, productID: String) throws -> String {
         try connection.query("""
-            SELECT outcome FROM wallet.credit_many(
-                ARRAY['test'], \([flowNo])::text[], \([userID])::text[], \([productID])::text[], ARRAY[1],
-                ARRAY[NULL]::bigint[], ARRAY['caller'], ARRAY[NULL]::text[])
+            SELECT outcome FROM wallet.credit_many(ARRAY[
+                ROW('test', \(flowNo), \(userID), \(productID), 1, NULL, 'caller', NULL)::wallet.credit_request])
             """)[0].decode(String.self, at: 0)
     }
 
     /// Spends coins the way the service does; returns the outcome.
     func debit(key: String, userID: String, amount: Int64) throws -> String {
         try connection.query("""
-            SELECT outcome FROM wallet.debit_many(
-                ARRAY['test'], \([key])::text[], \([ByteA(Array(key.utf8))])::bytea[], \([userID])::text[],
-                ARRAY['coin'], \([amount])::bigint[], ARRAY[NULL]::text[], ARRAY[NULL]::jsonb[], ARRAY['request'])
+            SELECT outcome FROM wallet.debit_many(ARRAY[
+                ROW('test', \(key), \(ByteA(Array(key.utf8))), \(userID), 'coin', \(amount), NULL, NULL, 'request')
+                ::wallet.debit_request])
             """)[0].decode(String.self, at: 0)
     }
 

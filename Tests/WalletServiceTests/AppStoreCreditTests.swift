@@ -5,8 +5,10 @@ import Foundation
 import HTTPServer
 import Postgres
 import Testing
+import WalletCore
 import TestSupport
 import WalletService
+import ServiceTestSupport
 
 /// Credits backed by App Store evidence, and Apple's refund notifications,
 /// through the real service.

@@ -4,6 +4,8 @@ import Postgres
 import Testing
 import TestSupport
 @testable import WalletService
+import ServiceTestSupport
+@testable import WalletStore
 
 /// Scoped API keys: each caller may do its own job only.
 @Suite(.timeLimit(.minutes(2)))

@@ -3,6 +3,8 @@ import Testing
 import TestSupport
 import WalletCore
 @testable import WalletService
+import ServiceTestSupport
+@testable import WalletStore
 
 /// The API key cache keeps misses apart from hits.
 @Suite(.timeLimit(.minutes(2)))
@@ -10,8 +12,7 @@ struct AuthenticatorCacheTests {
     @Test func aFloodOfUnknownKeysNeitherEvictsValidOnesNorCostsALookupEachRepeat() throws {
         let service = try TestService()
         defer { service.stop() }
-        let reads = ServerThreadReads(pool: service.application.pool, metrics: service.application.metrics)
-        let authenticator = Authenticator(reads: reads, timeToLiveSeconds: 1, entriesMax: 8,
+        let authenticator = Authenticator(ledger: service.application.ledger, timeToLiveSeconds: 1, entriesMax: 8,
                                           missesMax: 64)
         let valid = "Bearer " + service.gameServerKey
         #expect(try authenticator.client(authorization: valid).name == "game-server")

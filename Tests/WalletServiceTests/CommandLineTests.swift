@@ -3,6 +3,7 @@ import Postgres
 import Testing
 import TestSupport
 import WalletService
+import ServiceTestSupport
 
 /// The `wallet` binary, as operators run it.
 @Suite(.timeLimit(.minutes(3)))

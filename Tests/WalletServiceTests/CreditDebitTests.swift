@@ -5,6 +5,7 @@ import Postgres
 import Synchronization
 import Testing
 import TestSupport
+import ServiceTestSupport
 
 /// The product's promises, through the real server and a real PostgreSQL.
 @Suite(.timeLimit(.minutes(3)))

@@ -6,6 +6,8 @@ import Testing
 import TestSupport
 @testable import WalletCore
 @testable import WalletService
+import ServiceTestSupport
+@testable import WalletStore
 
 /// Group commit applies many operations in one transaction; each must get
 /// exactly the outcome it would get alone.
@@ -34,17 +36,15 @@ struct GroupCommitTests {
             var outcomes: [String] = []
             if batched {
                 try connection.execute("BEGIN")
-                outcomes += try LedgerStore.credit(credits, on: connection).map { "\($0.outcome.rawValue) \(strip($0.body))" }
-                outcomes += try LedgerStore.debit(debits, on: connection)
-                    .map { "\($0.outcome.rawValue) \($0.replayed) \(strip($0.body))" }
+                outcomes += try LedgerStore.credit(credits, on: connection).map(describe)
+                outcomes += try LedgerStore.debit(debits, on: connection).map(describe)
                 try connection.execute("COMMIT")
             } else {
                 for credit in credits {
-                    outcomes += try LedgerStore.credit([credit], on: connection).map { "\($0.outcome.rawValue) \(strip($0.body))" }
+                    outcomes += try LedgerStore.credit([credit], on: connection).map(describe)
                 }
                 for debit in debits {
-                    outcomes += try LedgerStore.debit([debit], on: connection)
-                        .map { "\($0.outcome.rawValue) \($0.replayed) \(strip($0.body))" }
+                    outcomes += try LedgerStore.debit([debit], on: connection).map(describe)
                 }
             }
             let violations = try LedgerStore.checkInvariants(on: connection)
@@ -54,9 +54,16 @@ struct GroupCommitTests {
         return (try run(true), try run(false))
     }
 
-    /// Drops timestamps, which differ between the two databases.
-    func strip(_ body: String) -> String {
-        body.replacingOccurrences(of: #""created_at": "[^"]*""#, with: "", options: .regularExpression)
+    /// A result without its timestamp, which differs between the two databases.
+    func describe(_ result: LedgerStore.CreditResult) -> String {
+        let credit = result.credit.map { "\($0.currency) \($0.amount) \($0.status) \($0.entryID)" } ?? "-"
+        return "\(result.outcome.rawValue) \(credit) \(result.balance.map(String.init) ?? "-")"
+            + " \(result.expectedAmount.map(String.init) ?? "-")"
+    }
+
+    func describe(_ result: LedgerStore.DebitResult) -> String {
+        "\(result.outcome.rawValue) \(result.replayed) \(result.entryID.map(String.init) ?? "-")"
+            + " \(result.balance.map(String.init) ?? "-") \(result.requestID ?? "-")"
     }
 
     @Test func duplicatesInsideOneBatchGetTheOneAtATimeOutcomes() throws {
@@ -312,15 +319,15 @@ struct GroupCommitTests {
         // ... the service's own connections, reads and writers, say on.
         let service = try TestService(database: database)
         defer { service.stop() }
-        for pool in [service.application.pool, service.application.writerPool] {
+        for pool in [service.application.ledger.pool, service.application.ledger.writerPool] {
             let setting = try pool.withConnection { try $0.query("SHOW synchronous_commit")[0].decode(String.self, at: 0) }
             #expect(setting == "on")
         }
     }
 
     @Test func oneRuleSaysWhatAFailedWriteMeans() {
-        func failure(_ kind: PostgresError.Kind, _ state: SQLState? = nil, sent: Bool) -> LedgerStore.WriteFailure {
-            LedgerStore.writeFailure(PostgresError(kind: kind, sqlState: state, sent: sent))
+        func failure(_ kind: PostgresError.Kind, _ state: SQLState? = nil, sent: Bool) -> StoreFailure {
+            StoreFailure(PostgresError(kind: kind, sqlState: state, sent: sent))
         }
         // Never reached the server: run it again.
         #expect(failure(.connection, sent: false) == .notSent)
@@ -328,20 +335,24 @@ struct GroupCommitTests {
         #expect(failure(.connection, SQLState.adminShutdown, sent: true) == .outcomeUnknown)
         #expect(failure(.deadline, sent: true) == .outcomeUnknown)
         // Out of time or connections before anything was sent.
-        #expect(failure(.deadline, sent: false) == .unavailable)
-        #expect(failure(.poolTimeout, sent: false) == .unavailable)
+        #expect(failure(.deadline, sent: false) == .timeout)
+        #expect(failure(.poolTimeout, sent: false) == .timeout)
         #expect(failure(.poolClosed, sent: false) == .unavailable)
         // The server said ERROR: nothing committed.
         #expect(failure(.server, SQLState.lockNotAvailable, sent: true) == .busy)
+        #expect(failure(.server, SQLState.concurrentTake, sent: true) == .conflict)
         #expect(failure(.server, SQLState.checkViolation, sent: true) == .rejected)
         #expect(failure(.transaction(.commit), SQLState.serializationFailure, sent: true) == .rejected)
 
-        #expect(LedgerStore.walletError(writing: PostgresError(kind: .deadline, sent: true)) == .outcomeUnknown)
-        #expect(LedgerStore.walletError(writing: PostgresError(kind: .deadline, sent: false)) == .databaseUnavailable)
-        #expect(LedgerStore.walletError(writing: PostgresError(kind: .server, sqlState: .lockNotAvailable, sent: true))
+        #expect(StoreFailure.walletError(writing: PostgresError(kind: .deadline, sent: true)) == .outcomeUnknown)
+        #expect(StoreFailure.walletError(writing: PostgresError(kind: .deadline, sent: false)) == .databaseUnavailable)
+        #expect(StoreFailure.walletError(writing: PostgresError(kind: .server, sqlState: .lockNotAvailable, sent: true))
             == .walletBusy)
-        #expect(LedgerStore.walletError(writing: PostgresError(kind: .server, sqlState: .checkViolation, sent: true)) == nil)
+        #expect(StoreFailure.walletError(writing: PostgresError(kind: .server, sqlState: .checkViolation, sent: true)) == nil)
+        #expect(StoreFailure.walletError(writing: PostgresError(kind: .server, sqlState: .concurrentTake, sent: true))
+            == .walletBusy)
+        #expect(StoreFailure.walletError(writing: PostgresError(kind: .poolTimeout, sent: false)) == .databaseUnavailable)
         // A read changes nothing: whatever happened, it is only unavailable.
-        #expect(LedgerStore.walletError(reading: PostgresError(kind: .deadline, sent: true)) == .databaseUnavailable)
+        #expect(StoreFailure.walletError(reading: PostgresError(kind: .deadline, sent: true)) == .databaseUnavailable)
     }
 }

@@ -4,6 +4,7 @@ import Postgres
 import Synchronization
 import Testing
 import TestSupport
+import ServiceTestSupport
 
 /// Everything that reaches the port may be hostile. Each request gets a
 /// precise answer, and a rejected one writes nothing.

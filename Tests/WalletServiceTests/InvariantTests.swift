@@ -3,6 +3,7 @@ import Postgres
 import Testing
 import TestSupport
 @testable import WalletService
+@testable import WalletStore
 
 /// The rules the database keeps by itself, and the ones wallet.check_invariants() proves.
 @Suite(.timeLimit(.minutes(2)))

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 import WalletService
+import ServiceTestSupport
 
 /// Metric labels take values from fixed sets only, whatever clients send.
 @Suite(.timeLimit(.minutes(2)))

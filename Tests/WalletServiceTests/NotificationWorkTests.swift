@@ -10,6 +10,7 @@ import Testing
 import TestSupport
 import WalletCore
 @testable import WalletService
+import ServiceTestSupport
 
 /// App Store notifications need no key: their work runs on a bounded pool
 /// off the server threads, and each one is counted by how it ended.

@@ -2,6 +2,7 @@ import HTTPServer
 import Testing
 import TestSupport
 @testable import WalletService
+import ServiceTestSupport
 
 /// The OpenAPI document is written by hand, so these tests hold it to the
 /// service: it is served as compiled in, it names exactly the routes the

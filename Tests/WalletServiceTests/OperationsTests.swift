@@ -5,6 +5,8 @@ import Testing
 import Logging
 import TestSupport
 import WalletService
+import ServiceTestSupport
+@testable import WalletStore
 
 /// Health, readiness and metrics, and the service's behaviour while its
 /// database comes and goes.

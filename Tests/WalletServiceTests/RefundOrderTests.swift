@@ -4,8 +4,10 @@ import Foundation
 import HTTPServer
 import Postgres
 import Testing
+import WalletCore
 import TestSupport
 import WalletService
+import ServiceTestSupport
 
 /// Apple's refund notifications applied in Apple's order (their signedDate),
 /// whatever order they arrive in, through the real service.

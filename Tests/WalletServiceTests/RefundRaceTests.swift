@@ -5,6 +5,7 @@ import Postgres
 import Testing
 import TestSupport
 import WalletService
+import ServiceTestSupport
 
 /// A credit and Apple's REFUND of the same flowNO, sent at the same instant
 /// to the real `wallet serve` over a real PostgreSQL: exactly one of them

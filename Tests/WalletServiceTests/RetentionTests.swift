@@ -3,6 +3,7 @@ import Postgres
 import Testing
 import TestSupport
 import WalletService
+import ServiceTestSupport
 
 /// Idempotency records are kept for WALLET_IDEMPOTENCY_RETENTION_HOURS, then
 /// purged by the service in the background.
@@ -14,9 +15,10 @@ struct RetentionTests {
         try connection.query("SELECT * FROM wallet.grant_coins('ann', 100, 'coin', 'setup', 'tests')")
         // Two outcomes stored 25 hours ago, and one just now.
         try connection.query("""
-            SELECT * FROM wallet.debit_many('{game-server,game-server,game-server}', '{old-1,old-2,fresh}',
-                '{"\\\\x01","\\\\x02","\\\\x03"}', '{ann,ann,ann}', '{coin,coin,coin}', '{1,1,1}',
-                '{NULL,NULL,NULL}', '{NULL,NULL,NULL}', '{r1,r2,r3}')
+            SELECT * FROM wallet.debit_many(ARRAY[
+                ROW('game-server', 'old-1', '\\x01', 'ann', 'coin', 1, NULL, NULL, 'r1'),
+                ROW('game-server', 'old-2', '\\x02', 'ann', 'coin', 1, NULL, NULL, 'r2'),
+                ROW('game-server', 'fresh', '\\x03', 'ann', 'coin', 1, NULL, NULL, 'r3')]::wallet.debit_request[])
             """)
         try connection.execute("UPDATE wallet.idempotency_keys SET created_at = now() - interval '25 hours' WHERE key LIKE 'old-%'")
 

@@ -9,6 +9,7 @@ import WalletCore
 
 #if canImport(Glibc)
 import Glibc
+@testable import WalletStore
 #endif
 
 /// Server-thread reads against a database that takes connections and never

@@ -3,6 +3,7 @@ import Locking
 import Testing
 import TestSupport
 @testable import WalletService
+import ServiceTestSupport
 
 /// Clients that send a request a byte at a time cannot keep the service's
 /// connection slots: the request timeout bounds the whole request, headers

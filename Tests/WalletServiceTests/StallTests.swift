@@ -5,6 +5,7 @@ import Postgres
 import Synchronization
 import Testing
 import TestSupport
+import ServiceTestSupport
 
 /// A database that stops answering, a wallet someone holds locked, and a
 /// write whose connection dies after it was sent: each is answered within

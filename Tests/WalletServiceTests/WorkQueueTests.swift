@@ -2,6 +2,7 @@ import Foundation
 import Locking
 import Testing
 @testable import WalletService
+@testable import WalletStore
 
 @Suite(.timeLimit(.minutes(1)))
 struct WorkQueueTests {

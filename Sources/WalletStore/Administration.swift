@@ -23,15 +23,17 @@ public final class Administration {
     /// Opens the database, migrating it first when `migrateFirst` is set,
     /// runs `body`, and closes it again (stopping the embedded database if it
     /// was started here).
-    public static func withDatabase<T>(_ configuration: Configuration, logger: Logger, migrateFirst: Bool = false,
+    /// `databaseURL` nil means the embedded database under `dataDirectory`.
+    public static func withDatabase<T>(url databaseURL: String?, dataDirectory: String, logger: Logger,
+                                       migrateFirst: Bool = false,
                                        _ body: (Administration) throws -> T) throws -> T {
         var embedded: EmbeddedDatabase?
         let conninfo: String
-        if let url = configuration.databaseURL {
-            conninfo = url
+        if let databaseURL {
+            conninfo = databaseURL
         } else {
             let quiet = Logger(label: "wallet", level: .warning)
-            let started = try EmbeddedDatabase.start(dataDirectory: configuration.dataDirectory, logger: quiet)
+            let started = try EmbeddedDatabase.start(dataDirectory: dataDirectory, logger: quiet)
             embedded = started
             conninfo = started.conninfo
         }
@@ -85,13 +87,4 @@ public final class Administration {
 public struct DevelopmentKeys: Sendable {
     public let appBackend: String
     public let gameServer: String
-}
-
-extension Application {
-    /// On the first start of an empty database, makes two keys to try the
-    /// API with and returns them (for the console, never the log); nil once
-    /// any key exists.
-    public func createDevelopmentKeysIfFirstStart() throws -> DevelopmentKeys? {
-        try pool.withTransaction { try APIKeys.createDevelopmentKeysIfNone(on: $0) }
-    }
 }

@@ -1,8 +1,6 @@
 import Crypto
 import Foundation
-import Locking
 import Postgres
-import Synchronization
 public import WalletCore
 
 /// API keys: making, listing and revoking them, and finding the client
@@ -21,17 +19,17 @@ public struct APIKeyInfo: Sendable, Equatable {
     public var revokedAt: String?
 }
 
-struct APIKeys: Sendable {
-    static let secretPrefix = "wk_"
+public struct APIKeys: Sendable {
+    public static let secretPrefix = "wk_"
 
-    enum KeyError: Error, CustomStringConvertible, Equatable {
+    public enum KeyError: Error, CustomStringConvertible, Equatable {
         case badName(String)
         case noScopes
         case unknownScope(String)
         case nameTaken(String)
         case noSuchKey(String)
 
-        var description: String {
+        public var description: String {
             switch self {
             case .badName(let name): "key name \(name) must be 1-64 characters of [A-Za-z0-9._-]"
             case .noScopes: "give at least one scope: credit, debit, read, admin"
@@ -65,11 +63,11 @@ struct APIKeys: Sendable {
         }
     }
 
-    static func makeSecret() -> String {
+    public static func makeSecret() -> String {
         secretPrefix + Base64URL.encode(SecureRandom.bytes(count: 32))
     }
 
-    static func hash(_ secret: String) -> [UInt8] {
+    public static func hash(_ secret: String) -> [UInt8] {
         SHA256.hash(Array(secret.utf8))
     }
 
@@ -135,100 +133,5 @@ struct APIKeys: Sendable {
         guard constantTimeEquals(stored, hash) else { return nil }
         let scopes = try row.decode(String.self, at: 1).split(separator: ",").compactMap { Scope(rawValue: String($0)) }
         return APIClient(name: try row.decode(String.self, at: 0), scopes: Set(scopes))
-    }
-}
-
-/// Finds the client for a bearer secret, with a short cache so a hot key
-/// costs no query. Entries live `timeToLiveSeconds` (revocation reaches
-/// every instance within that).
-///
-/// Known keys and unknown ones are cached apart, each with its own bound
-/// (`entriesMax`, `missesMax`): anyone can present random secrets, and a
-/// flood of them must neither evict the keys in use nor cost a query each
-/// time one repeats. An unknown secret costs one lookup per period while the
-/// miss cache holds it; a full miss cache is emptied, never the key cache.
-final class Authenticator: Sendable {
-    private struct Cache: Sendable {
-        var clients: [[UInt8]: (client: APIClient, expires: ContinuousClock.Instant)] = [:]
-        var misses: [[UInt8]: ContinuousClock.Instant] = [:]
-    }
-
-    let timeToLiveSeconds: Double
-    let entriesMax: Int
-    let missesMax: Int
-    private let cache = Locked(Cache())
-    private let reads: ServerThreadReads
-    private let lookupCount = Atomic<Int>(0)
-
-    init(reads: ServerThreadReads, timeToLiveSeconds: Double = 2, entriesMax: Int = 10_000, missesMax: Int = 10_000) {
-        self.reads = reads
-        self.timeToLiveSeconds = timeToLiveSeconds
-        self.entriesMax = entriesMax
-        self.missesMax = missesMax
-    }
-
-    /// Database lookups made so far.
-    var lookups: Int { lookupCount.load(ordering: .relaxed) }
-
-    /// The client for an `Authorization` header value, or an error.
-    func client(authorization: String?) throws(WalletError) -> APIClient {
-        guard let secret = authorization.flatMap(Self.bearerSecret) else { throw .unauthorized }
-        let hash = SHA256.hash(secret)
-        let now = ContinuousClock.now
-        enum Cached { case client(APIClient), miss, none }
-        let cached = cache.withLock { cache -> Cached in
-            if let entry = cache.clients[hash], entry.expires > now { return .client(entry.client) }
-            if let expires = cache.misses[hash], expires > now { return .miss }
-            return .none
-        }
-        switch cached {
-        case .client(let client): return client
-        case .miss: throw .unauthorized
-        case .none: break
-        }
-        lookupCount.add(1, ordering: .relaxed)
-        let client: APIClient?
-        do {
-            // On a server thread: bounded like every read there.
-            client = try reads.run { try APIKeys.authenticate(hash: hash, on: $0) }
-        } catch {
-            throw .databaseUnavailable
-        }
-        let expires = now + .milliseconds(Int(timeToLiveSeconds * 1000))
-        cache.withLock { cache in
-            if let client {
-                cache.misses[hash] = nil
-                if cache.clients[hash] == nil, cache.clients.count >= entriesMax {
-                    cache.clients = cache.clients.filter { $0.value.expires > now }
-                    if cache.clients.count >= entriesMax { cache.clients.removeAll(keepingCapacity: true) }
-                }
-                cache.clients[hash] = (client, expires)
-            } else {
-                cache.clients[hash] = nil
-                if cache.misses[hash] == nil, cache.misses.count >= missesMax {
-                    cache.misses = cache.misses.filter { $0.value > now }
-                    if cache.misses.count >= missesMax { cache.misses.removeAll(keepingCapacity: true) }
-                }
-                cache.misses[hash] = expires
-            }
-        }
-        guard let client else { throw .unauthorized }
-        return client
-    }
-
-    /// The secret of `Bearer <secret>` (the scheme in any case), if it looks
-    /// like one of ours. Read byte by byte: it runs on every request.
-    static func bearerSecret(_ header: String) -> ArraySlice<UInt8>? {
-        let bytes = Array(header.utf8)
-        guard bytes.count > 7, bytes.count <= 512 else { return nil }
-        let scheme: [UInt8] = Array("bearer ".utf8)
-        for index in 0..<7 where bytes[index] | (index < 6 ? 0x20 : 0) != scheme[index] { return nil }
-        var start = 7
-        var end = bytes.count
-        while start < end, bytes[start] == UInt8(ascii: " ") { start += 1 }
-        while end > start, bytes[end - 1] == UInt8(ascii: " ") { end -= 1 }
-        let secret = bytes[start..<end]
-        guard secret.starts(with: APIKeys.secretPrefix.utf8) else { return nil }
-        return secret
     }
 }

@@ -15,8 +15,8 @@ import WalletCore
 /// - If a batch fails as a whole (a deadlock with another writer on a unique
 ///   index, or an unexpected error), its operations are retried one at a
 ///   time, each in its own transaction, to isolate the bad one.
-final class GroupCommit: Sendable {
-    enum Operation: Sendable {
+public final class GroupCommit: Sendable {
+    public enum Operation: Sendable {
         case credit(LedgerStore.CreditOperation)
         case debit(LedgerStore.DebitOperation)
 
@@ -28,14 +28,12 @@ final class GroupCommit: Sendable {
         }
     }
 
-    enum Outcome: Sendable {
+    public enum Outcome: Sendable {
         case credit(LedgerStore.CreditResult)
         case debit(LedgerStore.DebitResult)
     }
 
-    typealias Completion = @Sendable (Result<Outcome, any Error>) -> Void
-
-    struct Overloaded: Error {}
+    public typealias Completion = @Sendable (Result<Outcome, any Error>) -> Void
 
     private struct Item: Sendable {
         var operation: Operation
@@ -48,11 +46,11 @@ final class GroupCommit: Sendable {
     private let threads = WorkerThreads()
     private let pool: ConnectionPool
     private let batchOperationsMax: Int
-    private let metrics: Metrics
+    private let metrics: any StoreMetrics
     private let logger: Logger
 
     init(writerCount: Int, batchOperationsMax: Int, queueDepthMax: Int = 4_096,
-         pool: ConnectionPool, metrics: Metrics, logger: Logger) {
+         pool: ConnectionPool, metrics: any StoreMetrics, logger: Logger) {
         precondition(writerCount > 0 && batchOperationsMax > 0)
         queues = (0..<writerCount).map { _ in WorkQueue<Item>(depthMax: queueDepthMax) }
         self.pool = pool
@@ -68,28 +66,28 @@ final class GroupCommit: Sendable {
     }
 
     /// Operations waiting, over all writers.
-    var queueDepth: Int {
+    public var queueDepth: Int {
         queues.reduce(0) { $0 + $1.depth }
     }
 
     /// Queues an operation. `completion` runs on a writer thread once the
     /// batch holding it has committed (or failed), or at once with
-    /// `Overloaded` when the writer's queue is full, or with
+    /// `WalletError.overloaded` when the writer's queue is full, or with
     /// `WalletError.shuttingDown` when the writers are stopping: such a
     /// request was never queued.
-    func submit(_ operation: Operation, deadline: ContinuousClock.Instant, completion: @escaping Completion) {
+    public func submit(_ operation: Operation, deadline: ContinuousClock.Instant, completion: @escaping Completion) {
         let queue = queues[Int(Self.stableHash(operation.userID.rawValue) % UInt64(queues.count))]
         do {
             try queue.push(Item(operation: operation, deadline: deadline, completion: completion))
         } catch .closed {
             completion(.failure(WalletError.shuttingDown))
         } catch {
-            completion(.failure(Overloaded()))
+            completion(.failure(WalletError.overloaded))
         }
     }
 
     /// True once `shutdown` has begun: nothing more is queued.
-    var isStopping: Bool {
+    public var isStopping: Bool {
         queues.contains { $0.isClosed }
     }
 
@@ -119,20 +117,22 @@ final class GroupCommit: Sendable {
                 return
             } catch let error as PostgresError {
                 metrics.countDatabaseError(error)
-                switch LedgerStore.writeFailure(error) {
+                let failure = StoreFailure(error)
+                switch failure {
                 case .notSent where attempt < Self.unsentAttemptsMax:
                     // It never reached the server: run it again, in time.
                     live = answerExpired(live)
                     continue
-                case .notSent, .unavailable, .outcomeUnknown:
-                    let failure = LedgerStore.walletError(writing: error) ?? .databaseUnavailable
+                case .notSent, .unavailable, .timeout, .outcomeUnknown:
+                    let answer = failure.walletError ?? .databaseUnavailable
                     logger.warning("batch failed", ["batch.size": String(live.count), "error": String(reflecting: error)])
-                    for item in live { item.completion(.failure(failure)) }
+                    for item in live { item.completion(.failure(answer)) }
                     return
-                case .busy, .rejected:
-                    // Nothing committed. A locked wallet, or one bad
-                    // operation, must not fail the others: one at a time.
-                    let expected = error.sqlState == .concurrentTake || error.sqlState == .lockNotAvailable
+                case .busy, .conflict, .rejected:
+                    // Nothing committed. A locked wallet, a flowNO or key
+                    // taken meanwhile, or one bad operation must not fail
+                    // the others: one at a time.
+                    let expected = failure == .busy || failure == .conflict
                     logger.log(expected ? .debug : .warning, "batch failed; applying its operations one at a time",
                                ["batch.size": String(live.count), "error": String(reflecting: error)])
                 }
@@ -181,9 +181,10 @@ final class GroupCommit: Sendable {
                 return .success(try applyInOneTransaction([item], attemptsMax: nil)[0])
             } catch let error as PostgresError {
                 metrics.countDatabaseError(error)
-                if error.sqlState == .concurrentTake && attempt < Self.aloneAttemptsMax { continue }
-                if LedgerStore.writeFailure(error) == .notSent && attempt < Self.unsentAttemptsMax { continue }
-                return .failure(LedgerStore.walletError(writing: error) ?? error)
+                let failure = StoreFailure(error)
+                if failure == .conflict && attempt < Self.aloneAttemptsMax { continue }
+                if failure == .notSent && attempt < Self.unsentAttemptsMax { continue }
+                return .failure(failure.walletError ?? error)
             } catch {
                 return .failure(error)
             }

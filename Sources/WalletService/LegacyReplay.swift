@@ -1,13 +1,12 @@
 import HTTPServer
 
-/// Answers whose body PostgreSQL already wrote: a credit or debit as the
-/// ledger functions return (and store) it. The bytes go out as written, only
-/// without the spaces `jsonb` prints after `:` and `,`, so a replay of a
-/// stored answer is byte for byte the first one, and no JSON is decoded and
-/// encoded again on the hot path.
-enum StoredJSON {
-    static func response(_ text: String, status: Int, headers: [(name: String, value: String)] = []) -> Response {
-        Response(status: status, headers: [("Content-Type", "application/json")] + headers, body: compact(text))
+/// Replays of debits whose answer an earlier release stored whole, as
+/// `jsonb`: the bytes go out as first sent, which was the `jsonb` text
+/// without the spaces it prints after `:` and `,`. Answers stored since are
+/// rebuilt from typed columns by `ResponseBody`.
+enum LegacyReplay {
+    static func response(_ text: String, headers: [(name: String, value: String)]) -> Response {
+        Response(status: 201, headers: [("Content-Type", "application/json")] + headers, body: compact(text))
     }
 
     /// The text without whitespace outside strings.

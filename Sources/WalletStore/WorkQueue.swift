@@ -5,8 +5,8 @@ import Locking
 /// waiting worker is woken when work arrives or the queue closes; nothing
 /// polls. Once closed, the queue refuses new work and its workers drain what
 /// is left, then stop.
-final class WorkQueue<Item: Sendable>: Sendable {
-    enum Refusal: Error, Equatable {
+public final class WorkQueue<Item: Sendable>: Sendable {
+    public enum Refusal: Error, Equatable {
         /// `depthMax` items are waiting.
         case full
         /// `close` was called: the caller must not expect the work to run.
@@ -23,28 +23,28 @@ final class WorkQueue<Item: Sendable>: Sendable {
         var depth: Int { items.count - head }
     }
 
-    let depthMax: Int
+    public let depthMax: Int
     private let state = Monitor(State())
 
     /// How long an idle worker sleeps before it looks again by itself. Only
     /// a backstop: work and `close` wake it at once.
     private static var idleWaitSeconds: Int64 { 3_600 }
 
-    init(depthMax: Int) {
+    public init(depthMax: Int) {
         precondition(depthMax > 0)
         self.depthMax = depthMax
     }
 
-    var depth: Int {
+    public var depth: Int {
         state.withLock { $0.depth }
     }
 
-    var isClosed: Bool {
+    public var isClosed: Bool {
         state.withLock { $0.closed }
     }
 
     /// Queues `item`, or says why not.
-    func push(_ item: Item) throws(Refusal) {
+    public func push(_ item: Item) throws(Refusal) {
         try state.withLock { state throws(Refusal) in
             guard !state.closed else { throw .closed }
             guard state.depth < depthMax else { throw .full }
@@ -55,7 +55,7 @@ final class WorkQueue<Item: Sendable>: Sendable {
 
     /// Waits for work and takes up to `countMax` items, oldest first. Returns
     /// an empty array only once the queue is closed and drained.
-    func take(upTo countMax: Int) -> [Item] {
+    public func take(upTo countMax: Int) -> [Item] {
         precondition(countMax > 0)
         while true {
             let taken = take(upTo: countMax, deadline: .now + .seconds(Self.idleWaitSeconds))
@@ -64,7 +64,7 @@ final class WorkQueue<Item: Sendable>: Sendable {
     }
 
     /// As `take(upTo:)`, but nil when nothing came by `deadline`.
-    func take(upTo countMax: Int, deadline: ContinuousClock.Instant) -> [Item]? {
+    public func take(upTo countMax: Int, deadline: ContinuousClock.Instant) -> [Item]? {
         precondition(countMax > 0)
         return state.wait(until: deadline, for: { $0.depth > 0 || $0.closed }) { state, ready -> [Item]? in
             guard ready else { return nil }
@@ -83,7 +83,7 @@ final class WorkQueue<Item: Sendable>: Sendable {
     }
 
     /// Refuses new work from now on and wakes every waiting worker.
-    func close() {
+    public func close() {
         state.withLock { $0.closed = true }
         state.broadcast()
     }
@@ -92,13 +92,13 @@ final class WorkQueue<Item: Sendable>: Sendable {
 /// Threads that run one body each and can be waited for. Made first and
 /// started later, so an owner can start them at the end of its own `init`
 /// with a body that uses the owner.
-final class WorkerThreads: Sendable {
+public final class WorkerThreads: Sendable {
     /// Threads started whose body has not yet returned.
     private let running = Monitor(0)
 
-    init() {}
+    public init() {}
 
-    func start(count: Int, name: String, _ body: @escaping @Sendable (_ index: Int) -> Void) {
+    public func start(count: Int, name: String, _ body: @escaping @Sendable (_ index: Int) -> Void) {
         running.withLock { $0 += count }
         for index in 0..<count {
             let thread = Thread { [running] in
@@ -117,14 +117,14 @@ final class WorkerThreads: Sendable {
     /// Waits until every thread has returned, at most `timeoutSeconds`;
     /// false if some had not.
     @discardableResult
-    func wait(timeoutSeconds: Double) -> Bool {
+    public func wait(timeoutSeconds: Double) -> Bool {
         wait(until: .now + .seconds(max(0, timeoutSeconds)))
     }
 
     /// Waits until every thread has returned, at most until `deadline`;
     /// false if some had not.
     @discardableResult
-    func wait(until deadline: ContinuousClock.Instant) -> Bool {
+    public func wait(until deadline: ContinuousClock.Instant) -> Bool {
         running.wait(until: deadline) { $0 == 0 }
     }
 }

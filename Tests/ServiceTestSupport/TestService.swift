@@ -1,9 +1,11 @@
 import Foundation
+public import TestSupport
 import HTTPServer
 import Logging
 public import Postgres
 @testable public import WalletService
 import WalletCore
+@testable import WalletStore
 
 /// The real service on a real socket (port 0) over a fresh test database,
 /// with three API keys made the way `wallet keys create` makes them.

@@ -21,10 +21,10 @@ final class ServerThreadReads: Sendable {
     static let quiet = Duration.seconds(1)
 
     private let pool: ConnectionPool
-    private let metrics: Metrics
+    private let metrics: any StoreMetrics
     private let quietUntil = Locked<ContinuousClock.Instant?>(nil)
 
-    init(pool: ConnectionPool, metrics: Metrics) {
+    init(pool: ConnectionPool, metrics: any StoreMetrics) {
         self.pool = pool
         self.metrics = metrics
     }
@@ -38,7 +38,7 @@ final class ServerThreadReads: Sendable {
             throw WalletError.databaseUnavailable
         }
         do {
-            let result = try WalletAPI.read(pool: pool, metrics: metrics, deadline: now + Self.deadline, body)
+            let result = try read(pool: pool, metrics: metrics, deadline: now + Self.deadline, body)
             quietUntil.withLock { $0 = nil }
             return result
         } catch WalletError.databaseUnavailable {

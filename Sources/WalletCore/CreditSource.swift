@@ -1,0 +1,10 @@
+/// How a credit request's purchase is vouched for: a mode of
+/// `WALLET_CREDIT_VERIFICATION`, and the `source` a credit records.
+public enum CreditSource: String, Sendable, CaseIterable {
+    /// A StoreKit 2 signed transaction (JWS), verified offline.
+    case appStoreJWS = "appstore-jws"
+    /// A StoreKit 1 receipt, verified with Apple's verifyReceipt.
+    case appStoreReceipt = "appstore-receipt"
+    /// The calling app backend vouches for the purchase.
+    case caller
+}

@@ -1,0 +1,181 @@
+import Foundation
+public import Logging
+import Postgres
+public import WalletCore
+
+/// The ledger database, as the service sees it: the only way the service
+/// reaches PostgreSQL. It owns the connection pools and the group-commit
+/// writers, runs the SQL in `LedgerStore` and `APIKeys`, and answers every
+/// failure as a `WalletError` (mapped once, by `StoreFailure`).
+///
+/// Reads made on an HTTP server thread go through `ServerThreadReads`:
+/// bounded to a second, and answered at once while the database was just
+/// found unavailable. Reads made elsewhere take the caller's deadline.
+public final class Ledger: Sendable {
+    public struct Configuration: Sendable {
+        public var conninfo: String
+        /// Connections for reads (and everything but group commit).
+        public var poolSize: Int
+        /// Group-commit writers, each with a connection of its own.
+        public var writers: Int
+        public var batchOperationsMax: Int
+        /// The server-side bound on one statement.
+        public var statementTimeoutMilliseconds: Int
+        /// The longest wait for a pooled connection when the caller gives no deadline.
+        public var acquireTimeoutMilliseconds: Int
+        /// The longest a writer waits for a wallet another transaction holds.
+        public var lockTimeoutMilliseconds: Int
+
+        public init(conninfo: String, poolSize: Int, writers: Int, batchOperationsMax: Int,
+                    statementTimeoutMilliseconds: Int, acquireTimeoutMilliseconds: Int, lockTimeoutMilliseconds: Int) {
+            self.conninfo = conninfo
+            self.poolSize = poolSize
+            self.writers = writers
+            self.batchOperationsMax = batchOperationsMax
+            self.statementTimeoutMilliseconds = statementTimeoutMilliseconds
+            self.acquireTimeoutMilliseconds = acquireTimeoutMilliseconds
+            self.lockTimeoutMilliseconds = lockTimeoutMilliseconds
+        }
+    }
+
+    /// The pools, for `/metrics`.
+    public struct PoolStatistics: Sendable, Equatable {
+        public var open: Int
+        public var inUse: Int
+        public var waiting: Int
+        public var maximum: Int
+        /// Connections found broken since the pool started.
+        public var broken: Int
+    }
+
+    let pool: ConnectionPool
+    let writerPool: ConnectionPool
+    public let groupCommit: GroupCommit
+    let reads: ServerThreadReads
+    private let metrics: any StoreMetrics
+    private let logger: Logger
+
+    public init(configuration: Configuration, metrics: any StoreMetrics, logger: Logger) {
+        self.metrics = metrics
+        self.logger = logger
+        let databaseLogger = Logger(label: "wallet.db", level: logger.level, metadata: logger.metadata)
+        var connection = Connection.Options(conninfo: configuration.conninfo)
+        connection.statementTimeoutMilliseconds = configuration.statementTimeoutMilliseconds
+        connection.connectTimeoutSeconds = 3
+        var poolConfiguration = ConnectionPool.Configuration(connection: connection)
+        poolConfiguration.maximumConnections = configuration.poolSize
+        poolConfiguration.acquireTimeoutMilliseconds = configuration.acquireTimeoutMilliseconds
+        pool = ConnectionPool(configuration: poolConfiguration, logger: databaseLogger)
+
+        // The writers get their own connections, one each, apart from reads.
+        var writerConfiguration = poolConfiguration
+        writerConfiguration.maximumConnections = configuration.writers
+        // A wallet held by another transaction fails its batch soon, and
+        // the batch's other operations commit without it.
+        writerConfiguration.connection.lockTimeoutMilliseconds = configuration.lockTimeoutMilliseconds
+        writerPool = ConnectionPool(configuration: writerConfiguration, logger: databaseLogger)
+        groupCommit = GroupCommit(writerCount: configuration.writers, batchOperationsMax: configuration.batchOperationsMax,
+                                  pool: writerPool, metrics: metrics, logger: logger)
+        reads = ServerThreadReads(pool: pool, metrics: metrics)
+    }
+
+    /// Drains the writers (at most `timeoutSeconds`) and closes the pools.
+    public func shutdown(timeoutSeconds: Double) {
+        groupCommit.shutdown(timeoutSeconds: timeoutSeconds)
+        writerPool.shutdown()
+        pool.shutdown()
+    }
+
+    public var poolStatistics: PoolStatistics {
+        let statistics = pool.statistics
+        return PoolStatistics(open: statistics.open, inUse: statistics.inUse, waiting: statistics.waiting,
+                              maximum: statistics.maximum, broken: statistics.broken)
+    }
+
+    // MARK: Reads on a server thread
+
+    /// The user's balances, one per currency that has a wallet.
+    public func balances(of userID: UserID) throws -> [(currency: String, balance: Int64)] {
+        try reads.run { try LedgerStore.balances(of: userID, on: $0) }
+    }
+
+    /// Newest first, below `beforeID` when given; one more than `limit`, to
+    /// tell whether another page follows.
+    public func entries(of userID: UserID, currency: Currency?, beforeID: Int64?, limit: Int) throws -> [LedgerStore.Entry] {
+        try reads.run { try LedgerStore.entries(of: userID, currency: currency, beforeID: beforeID, limit: limit, on: $0) }
+    }
+
+    /// The credit of a flowNO, or nil when it was never credited.
+    public func credit(_ flowNo: FlowNumber) throws -> LedgerStore.Credit? {
+        try reads.run { try LedgerStore.credit(flowNo, on: $0) }
+    }
+
+    /// The live client whose key has this SHA-256, or nil.
+    public func authenticate(hash: [UInt8]) throws -> APIClient? {
+        try reads.run { try APIKeys.authenticate(hash: hash, on: $0) }
+    }
+
+    /// A round trip to the database, for `/readyz`.
+    public func ping() throws {
+        try reads.run { _ = try $0.prepared("SELECT 1") }
+    }
+
+    // MARK: Work off the server threads
+
+    /// Applies a verified App Store notification once, by `deadline`;
+    /// returns its outcome.
+    public func applyNotification(_ record: LedgerStore.NotificationRecord,
+                                  deadline: ContinuousClock.Instant) throws -> String {
+        try read(pool: pool, metrics: metrics, deadline: deadline) { try LedgerStore.applyNotification(record, on: $0) }
+    }
+
+    /// Applies this build's migrations and function files (with `migrate`),
+    /// or checks that the schema is there. Throws while the database cannot
+    /// be reached.
+    public func bringSchemaUp(migrate: Bool, logger: Logger) throws {
+        try pool.withConnection(deadline: .now + .seconds(5)) { connection in
+            if migrate {
+                let migrator = try Schema.migrator(logger: logger)
+                // Migrations take what they take; connecting did not.
+                connection.deadline = .now + Self.migrationSecondsMax
+                try connection.withoutStatementTimeout { try migrator.migrate(connection: $0) }
+            } else {
+                _ = try connection.query("SELECT 1 FROM wallet.entries LIMIT 0")
+            }
+        }
+    }
+
+    static let migrationSecondsMax = Duration.seconds(600)
+
+    /// Deletes up to `limit` idempotency records older than `hours`; returns how many.
+    public func purgeIdempotencyKeys(olderThanHours hours: Int, limit: Int) throws -> Int {
+        try pool.withConnection {
+            try LedgerStore.purgeIdempotencyKeys(olderThanHours: hours, limit: limit, on: $0)
+        }
+    }
+
+    /// On the first start of an empty database, makes two keys to try the
+    /// API with and returns them; nil once any key exists.
+    public func createDevelopmentKeysIfFirstStart() throws -> DevelopmentKeys? {
+        try pool.withTransaction { try APIKeys.createDevelopmentKeysIfNone(on: $0) }
+    }
+}
+
+/// A read by `deadline`. A read that meets a connection the server has
+/// dropped (after a restart) is tried once more on a fresh one. Failures
+/// come out as `WalletError.databaseUnavailable`, or as they are when they
+/// are the service's own fault.
+func read<T>(pool: ConnectionPool, metrics: any StoreMetrics, deadline: ContinuousClock.Instant,
+             _ body: (Connection) throws -> T) throws -> T {
+    var attempt = 0
+    while true {
+        attempt += 1
+        do {
+            return try pool.withConnection(deadline: deadline, body)
+        } catch let error as PostgresError {
+            metrics.countDatabaseError(error)
+            if error.kind == .connection, attempt < 2 { continue }
+            throw StoreFailure.walletError(reading: error) ?? error
+        }
+    }
+}

@@ -1,0 +1,310 @@
+import Foundation
+import Postgres
+public import WalletCore
+
+/// The service's SQL, in one place. Handlers never build SQL; they call
+/// these methods, which call the `wallet.*` functions the admin scripts
+/// share. Every value travels as a bind parameter.
+public struct LedgerStore: Sendable {
+    // MARK: Credits
+
+    public struct CreditOperation: Sendable {
+        public var client: String
+        public var flowNo: FlowNumber
+        public var userID: UserID
+        public var productID: ProductID
+        public var quantity: Quantity
+        /// The amount the caller claimed, if it sent one; checked, never used.
+        public var claimedAmount: Int64?
+        public var source: CreditSource
+        public var environment: String?
+
+        public init(client: String, flowNo: FlowNumber, userID: UserID, productID: ProductID, quantity: Quantity,
+                    claimedAmount: Int64?, source: CreditSource, environment: String?) {
+            self.client = client
+            self.flowNo = flowNo
+            self.userID = userID
+            self.productID = productID
+            self.quantity = quantity
+            self.claimedAmount = claimedAmount
+            self.source = source
+            self.environment = environment
+        }
+    }
+
+    public enum CreditOutcome: String, Sendable {
+        case credited, replayed
+        case flowNoConflict = "flow_no_conflict"
+        case unknownProduct = "unknown_product"
+        case amountMismatch = "amount_mismatch"
+        case revoked
+    }
+
+    /// A credit as it stands, with the flowNO, user, product and quantity
+    /// its request named.
+    public struct CreditState: Sendable, Equatable {
+        public var currency: String
+        public var amount: Int64
+        public var status: String
+        public var entryID: Int64
+        public var createdAt: String
+    }
+
+    public struct CreditResult: Sendable {
+        public var outcome: CreditOutcome
+        /// For `credited` and `replayed`: the credit, and its wallet's balance.
+        public var credit: CreditState?
+        public var balance: Int64?
+        /// For `amountMismatch`: catalog amount × quantity.
+        public var expectedAmount: Int64?
+    }
+
+    static func credit(_ operations: [CreditOperation], on connection: Connection) throws -> [CreditResult] {
+        let requests = operations.map {
+            PostgresRecord([$0.client, $0.flowNo.rawValue, $0.userID.rawValue, $0.productID.rawValue,
+                            Int32($0.quantity.value), $0.claimedAmount, $0.source.rawValue, $0.environment])
+        }
+        let rows = try connection.prepared("""
+            SELECT outcome, currency, amount, status, entry_id, created_at, balance, expected_amount
+            FROM wallet.credit_many(\(requests)::wallet.credit_request[])
+            """)
+        guard rows.count == operations.count else { throw StoreError.unexpectedRowCount(rows.count, operations.count) }
+        return try rows.map { row in
+            let outcome = try outcome(CreditOutcome.self, row)
+            var credit: CreditState?
+            if outcome == .credited || outcome == .replayed {
+                credit = CreditState(currency: try row.decode(String.self, at: 1), amount: try row.decode(Int64.self, at: 2),
+                                     status: try row.decode(String.self, at: 3), entryID: try row.decode(Int64.self, at: 4),
+                                     createdAt: try row.decode(Timestamp.self, at: 5).rfc3339)
+            }
+            return CreditResult(outcome: outcome, credit: credit, balance: try row.decodeIfPresent(Int64.self, at: 6),
+                                expectedAmount: try row.decodeIfPresent(Int64.self, at: 7))
+        }
+    }
+
+    // MARK: Debits
+
+    public struct DebitOperation: Sendable {
+        public var client: String
+        public var key: IdempotencyKey
+        public var requestHash: [UInt8]
+        public var userID: UserID
+        public var currency: Currency
+        public var amount: Amount
+        public var reason: String?
+        /// Canonical JSON text of the caller's metadata object.
+        public var metadata: String?
+        public var requestID: String
+
+        public init(client: String, key: IdempotencyKey, requestHash: [UInt8], userID: UserID, currency: Currency,
+                    amount: Amount, reason: String?, metadata: String?, requestID: String) {
+            self.client = client
+            self.key = key
+            self.requestHash = requestHash
+            self.userID = userID
+            self.currency = currency
+            self.amount = amount
+            self.reason = reason
+            self.metadata = metadata
+            self.requestID = requestID
+        }
+    }
+
+    public enum DebitOutcome: String, Sendable {
+        case debited
+        case insufficientFunds = "insufficient_funds"
+        case idempotencyKeyReused = "idempotency_key_reused"
+        case unknownCurrency = "unknown_currency"
+    }
+
+    public struct DebitResult: Sendable {
+        public var outcome: DebitOutcome
+        /// True when the answer was stored by an earlier request with the same key.
+        public var replayed: Bool
+        /// For `debited`: the ledger entry and when it was written.
+        public var entryID: Int64?
+        public var createdAt: String?
+        /// For `debited`: the balance after it; for `insufficientFunds`: the
+        /// balance that was too low.
+        public var balance: Int64?
+        /// The request id that first got this answer.
+        public var requestID: String?
+        /// An answer stored whole by a release before typed results, as
+        /// JSON text: replayed as it was first sent.
+        public var storedResponse: String?
+    }
+
+    static func debit(_ operations: [DebitOperation], on connection: Connection) throws -> [DebitResult] {
+        let requests = operations.map {
+            PostgresRecord([$0.client, $0.key.rawValue, ByteA($0.requestHash), $0.userID.rawValue, $0.currency.rawValue,
+                            $0.amount.value, $0.reason, $0.metadata, $0.requestID])
+        }
+        let rows = try connection.prepared("""
+            SELECT outcome, replayed, entry_id, balance, created_at, request_id, stored_response::text
+            FROM wallet.debit_many(\(requests)::wallet.debit_request[])
+            """)
+        guard rows.count == operations.count else { throw StoreError.unexpectedRowCount(rows.count, operations.count) }
+        return try rows.map { row in
+            DebitResult(outcome: try outcome(DebitOutcome.self, row), replayed: try row.decode(Bool.self, at: 1),
+                        entryID: try row.decodeIfPresent(Int64.self, at: 2),
+                        createdAt: try row.decodeIfPresent(Timestamp.self, at: 4)?.rfc3339,
+                        balance: try row.decodeIfPresent(Int64.self, at: 3),
+                        requestID: try row.decodeIfPresent(String.self, at: 5),
+                        storedResponse: try row.decodeIfPresent(String.self, at: 6))
+        }
+    }
+
+    private static func outcome<Outcome: RawRepresentable<String>>(_ type: Outcome.Type, _ row: Row) throws -> Outcome {
+        let text = try row.decode(String.self, at: 0)
+        guard let outcome = Outcome(rawValue: text) else { throw StoreError.unknownOutcome(text) }
+        return outcome
+    }
+
+    // MARK: Reads
+
+    static func balances(of userID: UserID, on connection: Connection) throws -> [(currency: String, balance: Int64)] {
+        try connection.prepared("""
+            SELECT currency, balance FROM wallet.wallets WHERE user_id = \(userID.rawValue) ORDER BY currency
+            """).map { (try $0.decode(String.self, at: 0), try $0.decode(Int64.self, at: 1)) }
+    }
+
+    public struct Entry: Sendable, Equatable {
+        public var id: Int64
+        public var currency: String
+        public var amount: Int64
+        public var balanceAfter: Int64
+        public var kind: String
+        public var reference: String
+        public var createdAt: String
+    }
+
+    /// Newest first, entries with an id below `beforeID` when given; one more
+    /// than `limit` is read to learn whether another page follows.
+    static func entries(of userID: UserID, currency: Currency?, beforeID: Int64?, limit: Int,
+                        on connection: Connection) throws -> [Entry] {
+        try connection.prepared("""
+            SELECT id, currency, amount, balance_after, kind, reference, created_at
+            FROM wallet.entries
+            WHERE user_id = \(userID.rawValue)
+              AND (\(currency?.rawValue)::text IS NULL OR currency = \(currency?.rawValue)::text)
+              AND (\(beforeID)::bigint IS NULL OR id < \(beforeID)::bigint)
+            ORDER BY id DESC
+            LIMIT \(limit + 1)
+            """).map { row in
+            Entry(id: try row.decode(Int64.self, at: 0), currency: try row.decode(String.self, at: 1),
+                  amount: try row.decode(Int64.self, at: 2), balanceAfter: try row.decode(Int64.self, at: 3),
+                  kind: try row.decode(String.self, at: 4), reference: try row.decode(String.self, at: 5),
+                  createdAt: try row.decode(Timestamp.self, at: 6).rfc3339)
+        }
+    }
+
+    /// A credit as the API shows it.
+    public struct Credit: Sendable {
+        public var flowNo: String
+        public var userID: String
+        public var productID: String
+        public var quantity: Int
+        public var state: CreditState
+    }
+
+    /// The credit, or nil when the flowNO was never credited.
+    static func credit(_ flowNo: FlowNumber, on connection: Connection) throws -> Credit? {
+        try connection.prepared("""
+            SELECT flow_no, user_id, product_id, quantity, currency, amount, status, entry_id, created_at
+            FROM wallet.credits WHERE flow_no = \(flowNo.rawValue)
+            """).single.map { row in
+            Credit(flowNo: try row.decode(String.self, at: 0), userID: try row.decode(String.self, at: 1),
+                   productID: try row.decode(String.self, at: 2), quantity: try row.decode(Int.self, at: 3),
+                   state: CreditState(currency: try row.decode(String.self, at: 4), amount: try row.decode(Int64.self, at: 5),
+                                      status: try row.decode(String.self, at: 6), entryID: try row.decode(Int64.self, at: 7),
+                                      createdAt: try row.decode(Timestamp.self, at: 8).rfc3339))
+        }
+    }
+
+    // MARK: Upkeep
+
+    static func checkInvariants(on connection: Connection) throws -> [InvariantViolation] {
+        try connection.query("SELECT invariant, subject, detail FROM wallet.check_invariants()").map {
+            InvariantViolation(invariant: try $0.decode(String.self, at: 0), subject: try $0.decode(String.self, at: 1),
+                      detail: try $0.decode(String.self, at: 2))
+        }
+    }
+
+    /// Deletes up to `limit` idempotency records created before `before`.
+    static func purgeIdempotencyKeys(olderThanHours hours: Int, limit: Int, on connection: Connection) throws -> Int {
+        try connection.prepared("""
+            SELECT wallet.purge_idempotency_keys(now() - make_interval(hours => \(hours)), \(limit))
+            """)[0].decode(Int.self, at: 0)
+    }
+
+    public enum StoreError: Error, CustomStringConvertible {
+        case unexpectedRowCount(Int, Int)
+        case unknownOutcome(String)
+        case missingColumn(String)
+
+        public var description: String {
+            switch self {
+            case .unexpectedRowCount(let got, let expected): "expected \(expected) result rows, got \(got)"
+            case .unknownOutcome(let outcome): "unknown outcome \(outcome)"
+            case .missingColumn(let what): "a result column is NULL for \(what)"
+            }
+        }
+    }
+}
+
+// MARK: App Store notifications
+
+extension LedgerStore {
+    public struct NotificationRecord: Sendable {
+        public var notificationUUID: String
+        public var notificationType: String
+        public var subtype: String?
+        public var environment: String
+        public var signedDateMilliseconds: Int64
+        public var flowNo: String?
+        public var productType: String?
+        public var revocationType: String?
+        public var revocationPercentage: Int64?
+        /// The decoded payload, as JSON text, kept with the record.
+        public var payloadJSON: String
+
+        public init(notificationUUID: String, notificationType: String, subtype: String?, environment: String,
+                    signedDateMilliseconds: Int64, flowNo: String?, productType: String?, revocationType: String?,
+                    revocationPercentage: Int64?, payloadJSON: String) {
+            self.notificationUUID = notificationUUID
+            self.notificationType = notificationType
+            self.subtype = subtype
+            self.environment = environment
+            self.signedDateMilliseconds = signedDateMilliseconds
+            self.flowNo = flowNo
+            self.productType = productType
+            self.revocationType = revocationType
+            self.revocationPercentage = revocationPercentage
+            self.payloadJSON = payloadJSON
+        }
+    }
+
+    /// Applies a verified notification once; returns its outcome.
+    static func applyNotification(_ record: NotificationRecord, on connection: Connection) throws -> String {
+        try connection.prepared("""
+            SELECT outcome FROM wallet.apply_appstore_notification(
+                \(record.notificationUUID), \(record.notificationType), \(record.subtype), \(record.environment),
+                to_timestamp(\(record.signedDateMilliseconds)::bigint / 1000.0), \(record.flowNo), \(record.productType),
+                \(record.revocationType), \(record.revocationPercentage)::bigint, \(record.payloadJSON)::jsonb)
+            """)[0].decode(String.self, at: 0)
+    }
+}
+
+extension SQLState {
+    /// Raised by credit_many and debit_many when a concurrent transaction
+    /// committed one of the batch's flowNOs or keys first; nothing of the
+    /// batch is kept, and a retry sees the committed row.
+    static let concurrentTake = SQLState("WL008")
+}
+
+/// One row of `wallet.check_invariants()`: which rule, on what, and how.
+public struct InvariantViolation: Sendable, Equatable {
+    public var invariant: String
+    public var subject: String
+    public var detail: String
+}
