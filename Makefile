@@ -26,7 +26,7 @@ define install_packages
 	fi
 endef
 
-.PHONY: deps build test run chaos bench
+.PHONY: deps build test run chaos bench tsan
 deps:
 	$(call install_packages,$(APT_PACKAGES))
 
@@ -46,6 +46,25 @@ test: deps
 	Scripts/api-fuzz.sh .build/debug/wallet
 	/usr/bin/python3 Scripts/check-compose.py docker-compose.yml
 	$(SWIFT) package dump-package | /usr/bin/python3 Scripts/check-layers.py
+
+# The suites that exercise threads, built and run under the thread
+# sanitizer in a build directory of their own. Every process (the test runner
+# and the `wallet` servers the tests start) writes its reports to
+# .build-tsan/reports/; any report fails the target. Not part of `make test`:
+# the sanitizer makes the suites several times slower.
+TSAN_SUITES := MonitorTests|LauncherProcessTests|WorkQueueTests|PoolTests|GroupCommitTests|ServerTests|OperationsTests|StallTests|AuthenticatorCacheTests|ChainCacheTests|RefundRaceTests|CreditDebitTests|ServerThreadReadsTests|NotificationWorkTests|SlowClientTests
+TSAN_REPORTS := .build-tsan/reports
+tsan: deps
+	$(SWIFT) build --build-tests --build-path .build-tsan --sanitize=thread $(SWIFT_FLAGS)
+	@rm -rf $(TSAN_REPORTS) && mkdir -p $(TSAN_REPORTS)
+	@status=0; \
+	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/Scripts/tsan.supp log_path=$(CURDIR)/$(TSAN_REPORTS)/report" \
+		$(SWIFT) test --skip-build --no-parallel --build-path .build-tsan --sanitize=thread \
+		--filter '\.($(TSAN_SUITES))/' || status=$$?; \
+	if compgen -G '$(TSAN_REPORTS)/report.*' >/dev/null; then \
+		cat $(TSAN_REPORTS)/report.*; echo "thread sanitizer: reports above (also in $(TSAN_REPORTS)/)"; exit 1; \
+	fi; \
+	exit $$status
 
 # The service on 127.0.0.1:8080 with the embedded development database.
 # Ctrl-C (or SIGTERM to `wallet serve`) stops it and its PostgreSQL.

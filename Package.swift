@@ -30,17 +30,20 @@ let package = Package(
 
         // JSON-lines logging, shared by every layer below the service.
         .target(name: "Logging"),
+        // Locks and waiting on pthreads, which the thread sanitizer sees
+        // (the standard library's Mutex it does not).
+        .target(name: "Locking"),
 
         // Adapters.
-        .target(name: "Postgres", dependencies: ["CLibPQ", "Logging"]),
-        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Logging"]),
+        .target(name: "Postgres", dependencies: ["CLibPQ", "Locking", "Logging"]),
+        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Locking", "Logging"]),
         .target(name: "Crypto", dependencies: ["COpenSSL"]),
 
         // Domain and service.
         .target(name: "WalletCore"),
         .target(
             name: "AppStore",
-            dependencies: ["Crypto", "WalletCore"],
+            dependencies: ["Crypto", "Locking", "WalletCore"],
             exclude: ["Embedded"],
             plugins: ["EmbedFiles"]
         ),
@@ -48,12 +51,12 @@ let package = Package(
         // migrations and function files.
         .target(
             name: "WalletStore",
-            dependencies: ["Postgres", "Crypto", "WalletCore", "Logging"],
+            dependencies: ["Postgres", "Crypto", "WalletCore", "Locking", "Logging"],
             plugins: ["EmbedFiles"]
         ),
         .target(
             name: "WalletService",
-            dependencies: ["WalletStore", "HTTPServer", "Crypto", "AppStore", "WalletCore", "Logging"],
+            dependencies: ["WalletStore", "HTTPServer", "Crypto", "AppStore", "WalletCore", "Locking", "Logging"],
             exclude: ["Embedded"],
             plugins: ["EmbedFiles"]
         ),
@@ -79,7 +82,7 @@ let package = Package(
         // it builds without the service.
         .target(
             name: "TestSupport",
-            dependencies: ["Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore", "WalletStore"],
+            dependencies: ["Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore", "WalletStore", "Locking"],
             path: "Tests/TestSupport"
         ),
         // The service in-process, on a real socket and a real database.
@@ -88,18 +91,19 @@ let package = Package(
             dependencies: ["TestSupport", "WalletService", "WalletStore", "WalletCore", "Postgres", "HTTPServer"],
             path: "Tests/ServiceTestSupport"
         ),
-        .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
-        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"]),
+        .testTarget(name: "PostgresTests", dependencies: ["Postgres", "Locking", "TestSupport"]),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Locking", "TestSupport"]),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto", "CryptoTestSupport"]),
         .testTarget(
             name: "AppStoreTests", dependencies: ["AppStore", "Crypto", "CryptoTestSupport", "TestSupport"], exclude: ["Vectors"]
         ),
         .testTarget(name: "WalletCoreTests", dependencies: ["WalletCore"]),
+        .testTarget(name: "LockingTests", dependencies: ["Locking"]),
         .testTarget(
             name: "WalletServiceTests",
             dependencies: [
                 "WalletService", "WalletStore", "Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore",
-                "WalletCore", "TestSupport", "ServiceTestSupport",
+                "WalletCore", "Locking", "TestSupport", "ServiceTestSupport",
             ]
         ),
     ],

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Locking
 import Synchronization
 
 /// Leaf and intermediate pairs that verified to a configured root, so a
@@ -28,7 +29,7 @@ public final class ChainCache: Sendable {
     }
 
     public let entriesMax: Int
-    private let entries = Mutex<[[UInt8]: Window]>([:])
+    private let entries = Locked<[[UInt8]: Window]>([:])
     private let verifications = Atomic<Int>(0)
 
     init(entriesMax: Int) {

@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -18,12 +19,15 @@ final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable 
     }
 
     private let responseBytesMax: Int
-    private let finished = DispatchSemaphore(value: 0)
-    /// Guards `received` and `outcome`: URLSession calls the delegate on its
-    /// own queue while the caller waits on another thread.
-    private let lock = NSLock()
-    private var received = Data()
-    private var outcome: Outcome?
+    private struct State: Sendable {
+        var received = Data()
+        /// The first outcome; the caller waits for it.
+        var outcome: Outcome?
+    }
+
+    /// URLSession calls the delegate on its own queue while the caller waits
+    /// on another thread.
+    private let state = Monitor(State())
 
     private init(responseBytesMax: Int) {
         self.responseBytesMax = responseBytesMax
@@ -34,6 +38,8 @@ final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable 
         let now = DispatchTime.now()
         guard deadline > now else { return .failure("no time was left to ask") }
         let remainingSeconds = Double(deadline.uptimeNanoseconds - now.uptimeNanoseconds) / 1e9
+        // The same deadline, on the clock the wait below runs by.
+        let waitDeadline = ContinuousClock.now + .seconds(remainingSeconds)
         // The wait below is the real limit. URLSession's own limits are only
         // a backstop, set well past it: the Linux URLSession truncates them
         // to whole seconds, so 0.9 s would become an immediate time-out.
@@ -53,21 +59,23 @@ final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable 
 
         let task = session.dataTask(with: request)
         task.resume()
-        guard exchange.finished.wait(timeout: deadline) == .success else {
+        guard let outcome = exchange.state.wait(until: waitDeadline, for: { $0.outcome != nil }, then: { state, _ in
+            state.outcome
+        }) else {
             task.cancel()
             return .failure("no answer within the time limit")
         }
-        return exchange.lock.withLock { exchange.outcome ?? .failure("the exchange ended without an outcome") }
+        return outcome
     }
 
     /// Records the first outcome only and wakes the caller once.
     private func finish(_ result: Outcome) {
-        let isFirst = lock.withLock {
-            guard outcome == nil else { return false }
-            outcome = result
+        let isFirst = state.withLock { state in
+            guard state.outcome == nil else { return false }
+            state.outcome = result
             return true
         }
-        if isFirst { finished.signal() }
+        if isFirst { state.broadcast() }
     }
 
     func urlSession(
@@ -95,9 +103,9 @@ final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable 
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        let fits = lock.withLock {
-            guard received.count + data.count <= responseBytesMax else { return false }
-            received.append(data)
+        let fits = state.withLock { state in
+            guard state.received.count + data.count <= responseBytesMax else { return false }
+            state.received.append(data)
             return true
         }
         if !fits {
@@ -111,7 +119,7 @@ final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable 
             let code = (error as? URLError).map { " (URLError \($0.code.rawValue))" } ?? ""
             finish(.failure("the request failed\(code)"))
         } else {
-            let body = lock.withLock { received }
+            let body = state.withLock { $0.received }
             finish(.body(body))
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 
 #if canImport(Glibc)
 import Glibc
@@ -31,23 +32,24 @@ import Glibc
 /// is only ever shut down while it still belongs to the connection it was
 /// registered for: a number reused for a later connection cannot be hit.
 final class RequestDeadlines: Sendable {
-    private struct Slot {
+    private struct Slot: Sendable {
         var socket: Int32
         /// When the request now arriving must be complete; nil while answering.
         var deadline: ContinuousClock.Instant?
     }
 
-    private struct State {
+    private struct State: Sendable {
         var slots: [Int: Slot] = [:]
         /// The sweeper sleeps until then, unless woken for an earlier deadline.
         var nextWake: ContinuousClock.Instant?
+        /// A deadline earlier than `nextWake` was set: the sweeper looks again.
+        var rescan = false
         var stopping = false
         var sweeperRunning = false
         var cutCount = 0
     }
 
-    private let condition = NSCondition()
-    nonisolated(unsafe) private var state = State()  // guarded by `condition`
+    private let state = Monitor(State())
     private let requestTimeout: Duration
     private let keepAliveAllowance: Duration
     /// libmicrohttpd enforces its connection limit; this is a second bound in
@@ -76,12 +78,9 @@ final class RequestDeadlines: Sendable {
 
     /// Stops the sweeper and waits for it, at most a second.
     func stop() {
-        condition.lock()
-        state.stopping = true
-        condition.broadcast()
-        let until = Date(timeIntervalSinceNow: 1)
-        while state.sweeperRunning, condition.wait(until: until) {}
-        condition.unlock()
+        locked { $0.stopping = true }
+        state.broadcast()
+        state.wait(until: .now + .seconds(1)) { !$0.sweeperRunning }
     }
 
     /// A connection was accepted. False when the registry is full: the caller
@@ -133,42 +132,47 @@ final class RequestDeadlines: Sendable {
     private func wakeIfEarlier(_ deadline: ContinuousClock.Instant, _ state: inout State) {
         if state.nextWake.map({ deadline < $0 }) ?? true {
             state.nextWake = deadline
-            condition.signal()
+            state.rescan = true
+            // Waking while holding the lock is allowed.
+            self.state.broadcast()
         }
     }
 
+    /// Cuts the connections past their deadline, and sleeps until the next
+    /// deadline, a new earlier one, or `stop`.
     private func sweep() {
-        condition.lock()
-        defer {
-            state.sweeperRunning = false
-            condition.broadcast()
-            condition.unlock()
-        }
-        while !state.stopping {
-            let now = ContinuousClock.now
-            var earliest: ContinuousClock.Instant?
-            for (key, slot) in state.slots {
-                guard let deadline = slot.deadline else { continue }
-                if deadline <= now {
-                    // Under the lock: the connection cannot have closed its socket yet.
-                    _ = Glibc.shutdown(slot.socket, Int32(SHUT_RDWR))
-                    state.slots[key]?.deadline = nil
-                    state.cutCount += 1
-                } else if earliest.map({ deadline < $0 }) ?? true {
-                    earliest = deadline
+        var wakeAt = ContinuousClock.now
+        while true {
+            let next = state.wait(until: wakeAt, for: { $0.stopping || $0.rescan }) { state, _ -> ContinuousClock.Instant? in
+                guard !state.stopping else {
+                    state.sweeperRunning = false
+                    return nil
                 }
+                state.rescan = false
+                let now = ContinuousClock.now
+                var earliest: ContinuousClock.Instant?
+                for (key, slot) in state.slots {
+                    guard let deadline = slot.deadline else { continue }
+                    if deadline <= now {
+                        // Under the lock: the connection cannot have closed its socket yet.
+                        _ = Glibc.shutdown(slot.socket, Int32(SHUT_RDWR))
+                        state.slots[key]?.deadline = nil
+                        state.cutCount += 1
+                    } else if earliest.map({ deadline < $0 }) ?? true {
+                        earliest = deadline
+                    }
+                }
+                state.nextWake = earliest
+                // Without deadlines, sleep until one is set (which wakes it).
+                return earliest ?? now + .seconds(3600)
             }
-            state.nextWake = earliest
-            // Without deadlines, sleep until one is set (which signals).
-            let wait = earliest.map { now.duration(to: $0) } ?? .seconds(3600)
-            let seconds = Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18
-            _ = condition.wait(until: Date(timeIntervalSinceNow: seconds + 0.001))
+            guard let next else { break }
+            wakeAt = next
         }
+        state.broadcast()
     }
 
     private func locked<T>(_ body: (inout State) -> T) -> T {
-        condition.lock()
-        defer { condition.unlock() }
-        return body(&state)
+        state.withLock(body)
     }
 }

@@ -1,4 +1,5 @@
 import CMicroHTTPD
+import Locking
 import Logging
 import Synchronization
 
@@ -98,7 +99,7 @@ struct ConnectionHandle: @unchecked Sendable {
 /// never precede its suspend (libmicrohttpd would then skip the suspend and
 /// spin on the request).
 final class Exchange: ResponseSink {
-    private enum Phase {
+    private enum Phase: Sendable {
         /// The handler is running on the connection's thread.
         case handling(ConnectionHandle)
         /// An answer arrived while the handler was still running.
@@ -118,12 +119,12 @@ final class Exchange: ResponseSink {
 
     let requestID: String
     private let logger: Logger
-    private let phase: Mutex<Phase>
+    private let phase: Locked<Phase>
 
     init(connection: ConnectionHandle, requestID: String, logger: Logger) {
         self.requestID = requestID
         self.logger = logger
-        self.phase = Mutex(.handling(connection))
+        self.phase = Locked(.handling(connection))
     }
 
     func deliver(_ response: Response) {

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// Handles one request. It runs on a server thread: answer through the
 /// `Responder` exactly once, either before returning or later from any
@@ -29,12 +29,12 @@ public struct RequestHead: Sendable {
 /// (`/v1/wallets/me` over `/v1/wallets/{id}`), then the one added first.
 /// Routes are added before the server starts; the server freezes the router.
 public final class Router: Sendable {
-    private struct State {
+    private struct State: Sendable {
         var routes: [Route] = []
         var frozen = false
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public init() {}
 

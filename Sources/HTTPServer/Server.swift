@@ -1,5 +1,6 @@
 import CMicroHTTPD
 import Dispatch
+import Locking
 public import Logging
 import Synchronization
 
@@ -131,8 +132,8 @@ public final class Server: Sendable {
     private let router: Router
     private let logger: Logger
     private let observer: (@Sendable (CompletedRequest) -> Void)?
-    private let lifecycle = Mutex<Lifecycle>(.created)
-    private let shutdownLock = Mutex<Void>(())
+    private let lifecycle = Locked<Lifecycle>(.created)
+    private let shutdownLock = Locked<Void>(())
     private let boundPort = Atomic<UInt16>(0)
 
     /// - Parameter observer: Called on a server thread after each response is
@@ -238,7 +239,7 @@ public final class Server: Sendable {
 
     private func stop(_ running: Running) {
         let core = running.core
-        let started = DispatchTime.now()
+        let started = ContinuousClock.now
         let deadline = started + .seconds(configuration.shutdownGraceSeconds)
 
         core.beginDraining()
@@ -251,20 +252,14 @@ public final class Server: Sendable {
         }
         logger.info("HTTP server draining", ["http.in_flight": String(core.inFlightCount)])
 
-        // Bounded by the deadline; a short sleep keeps this simple and idle.
-        while core.inFlightCount > 0, DispatchTime.now() < deadline {
-            usleep(5_000)
-        }
+        _ = core.waitUntilNoneInFlight(until: deadline)
 
         // From here no request may suspend: the daemon must not stop with a
         // suspended connection. Deferred requests still waiting get a 503.
         let abandoned = core.abandonDeferred()
         if abandoned > 0 {
             logger.warning("shutdown grace ended with deferred requests unanswered", ["http.abandoned": String(abandoned)])
-            let flushDeadline = DispatchTime.now() + .milliseconds(500)
-            while core.inFlightCount > 0, DispatchTime.now() < flushDeadline {
-                usleep(5_000)
-            }
+            _ = core.waitUntilNoneInFlight(until: .now + .milliseconds(500))
         }
 
         MHD_stop_daemon(running.daemon)
@@ -274,7 +269,7 @@ public final class Server: Sendable {
         }
         // Every connection is closed now, so no callback can use the context.
         running.context.release()
-        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+        let elapsed = started.duration(to: .now) / .seconds(1)
         logger.info("HTTP server stopped", ["http.shutdown_seconds": String(format3(elapsed))])
     }
 }

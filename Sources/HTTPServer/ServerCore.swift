@@ -1,5 +1,6 @@
 import CMicroHTTPD
 import Dispatch
+import Locking
 import Logging
 import Synchronization
 
@@ -19,14 +20,15 @@ final class ServerCore: Sendable {
     let deadlines: RequestDeadlines
 
     /// Requests handed to a handler and not yet completed, keyed by identity.
-    /// At most one per connection, so bounded by `maxConnections`.
-    private let inFlight = Mutex<[ObjectIdentifier: Exchange]>([:])
+    /// At most one per connection, so bounded by `maxConnections`. Shutdown
+    /// waits on it to empty.
+    private let inFlight = Monitor<[ObjectIdentifier: Exchange]>([:])
     /// Set when shutdown begins: responses ask clients to close.
     private let draining = Atomic<Bool>(false)
     /// Set when the grace ends: handlers may no longer defer.
     private let stopping = Atomic<Bool>(false)
     /// The last few library messages, to explain a failed start.
-    private let libraryMessages = Mutex<[String]>([])
+    private let libraryMessages = Locked<[String]>([])
     private static let libraryMessagesMax = 8
 
     init(
@@ -48,6 +50,12 @@ final class ServerCore: Sendable {
 
     var inFlightCount: Int {
         inFlight.withLock { $0.count }
+    }
+
+    /// Waits until no request is in flight, at most until `deadline`; false
+    /// if some still are.
+    func waitUntilNoneInFlight(until deadline: ContinuousClock.Instant) -> Bool {
+        inFlight.wait(until: deadline) { $0.isEmpty }
     }
 
     func beginDraining() {
@@ -289,7 +297,12 @@ final class ServerCore: Sendable {
         }
         if let exchange = context.exchange {
             exchange.finish()
-            _ = inFlight.withLock { $0.removeValue(forKey: ObjectIdentifier(exchange)) }
+            let noneLeft = inFlight.withLock { inFlight in
+                inFlight.removeValue(forKey: ObjectIdentifier(exchange))
+                return inFlight.isEmpty
+            }
+            // Only shutdown waits, and only for none in flight.
+            if noneLeft { inFlight.broadcast() }
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 public import Logging
 
 /// A bounded pool of connections.
@@ -35,7 +36,7 @@ public final class ConnectionPool: Sendable {
         public var broken: Int
     }
 
-    private struct State {
+    private struct State: Sendable {
         var idle: [Connection] = []
         var open = 0
         var inUse = 0
@@ -47,9 +48,9 @@ public final class ConnectionPool: Sendable {
 
     public let configuration: Configuration
     private let logger: Logger
-    private let condition = NSCondition()
-    // Guarded by `condition`.
-    nonisolated(unsafe) private var state = State()
+    /// Waiters for a connection wait on this, until one is idle, a new one
+    /// may be made, or the pool closes.
+    private let state = Monitor(State())
 
     public init(configuration: Configuration, logger: Logger) {
         precondition(configuration.maximumConnections > 0)
@@ -58,10 +59,10 @@ public final class ConnectionPool: Sendable {
     }
 
     public var statistics: Statistics {
-        condition.lock()
-        defer { condition.unlock() }
-        return Statistics(open: state.open, inUse: state.inUse, waiting: state.waiting,
-                          maximum: configuration.maximumConnections, broken: state.broken)
+        state.withLock { state in
+            Statistics(open: state.open, inUse: state.inUse, waiting: state.waiting,
+                       maximum: configuration.maximumConnections, broken: state.broken)
+        }
     }
 
     /// Takes a connection, waiting until `deadline` at most; its statements
@@ -72,47 +73,49 @@ public final class ConnectionPool: Sendable {
         let acquireDeadline = deadline ?? .now + .milliseconds(configuration.acquireTimeoutMilliseconds)
         let statementDeadline = deadline
             ?? acquireDeadline + .milliseconds(configuration.connection.statementTimeoutMilliseconds) + .seconds(1)
-        condition.lock()
-        state.waiting += 1
-        while true {
-            if state.closed {
-                state.waiting -= 1
-                condition.unlock()
-                throw PostgresError(kind: .poolClosed)
-            }
+        enum Grant {
+            case idle(Connection)
+            case make(generation: UInt64)
+            case closed
+            case timedOut
+        }
+        let maximumConnections = configuration.maximumConnections
+        state.withLock { $0.waiting += 1 }
+        let grant = state.wait(
+            until: acquireDeadline,
+            for: { $0.closed || !$0.idle.isEmpty || $0.open < maximumConnections }
+        ) { state, ready -> Grant in
+            state.waiting -= 1
+            guard ready else { return .timedOut }
+            if state.closed { return .closed }
             if let connection = state.idle.popLast() {
-                state.waiting -= 1
                 state.inUse += 1
-                condition.unlock()
-                connection.deadline = statementDeadline
-                return connection
+                return .idle(connection)
             }
-            if state.open < configuration.maximumConnections {
-                state.waiting -= 1
-                state.open += 1
-                state.inUse += 1
-                let generation = state.generation
-                condition.unlock()
-                do {
-                    let connection = try Connection(options: configuration.connection, generation: generation,
-                                                    deadline: statementDeadline)
-                    return connection
-                } catch {
-                    condition.lock()
+            state.open += 1
+            state.inUse += 1
+            return .make(generation: state.generation)
+        }
+        switch grant {
+        case .closed:
+            throw PostgresError(kind: .poolClosed)
+        case .timedOut:
+            throw PostgresError(kind: .poolTimeout)
+        case .idle(let connection):
+            connection.deadline = statementDeadline
+            return connection
+        case .make(let generation):
+            // Connecting takes a round trip or more: outside the lock.
+            do {
+                return try Connection(options: configuration.connection, generation: generation,
+                                      deadline: statementDeadline)
+            } catch {
+                state.withLock { state in
                     state.open -= 1
                     state.inUse -= 1
-                    condition.signal()
-                    condition.unlock()
-                    throw error
                 }
-            }
-            let remaining = acquireDeadline - .now
-            let (seconds, attoseconds) = remaining.components
-            let remainingSeconds = Double(seconds) + Double(attoseconds) / 1e18
-            if remaining <= .zero || !condition.wait(until: Date(timeIntervalSinceNow: remainingSeconds)) {
-                state.waiting -= 1
-                condition.unlock()
-                throw PostgresError(kind: .poolTimeout)
+                state.signal()
+                throw error
             }
         }
     }
@@ -126,26 +129,31 @@ public final class ConnectionPool: Sendable {
             connection.deadline = .now + Self.rollbackSecondsMax
             do { try connection.execute("ROLLBACK") } catch { reusable = false }
         }
-        condition.lock()
-        state.inUse -= 1
-        if reusable, !state.closed, connection.generation >= state.generation {
-            state.idle.append(connection)
-            condition.signal()
-            condition.unlock()
-            return
+        let dropped = state.withLock { state -> [Connection] in
+            state.inUse -= 1
+            if reusable, !state.closed, connection.generation >= state.generation {
+                state.idle.append(connection)
+                return []
+            }
+            state.open -= 1
+            var dropped: [Connection] = [connection]
+            if connection.isBroken {
+                state.broken += 1
+                // Everything made before this failure is suspect.
+                state.generation += 1
+                dropped += state.idle
+                state.open -= state.idle.count
+                state.idle.removeAll()
+            }
+            return dropped
         }
-        state.open -= 1
-        var dropped: [Connection] = [connection]
-        if connection.isBroken {
-            state.broken += 1
-            // Everything made before this failure is suspect.
-            state.generation += 1
-            dropped += state.idle
-            state.open -= state.idle.count
-            state.idle.removeAll()
+        // One connection back wakes one waiter; a connection closed, or the
+        // idle ones dropped, leave room to make new ones: wake everyone.
+        if dropped.isEmpty {
+            state.signal()
+        } else {
+            state.broadcast()
         }
-        condition.broadcast()
-        condition.unlock()
         for stale in dropped { stale.close() }
     }
 
@@ -245,13 +253,14 @@ public final class ConnectionPool: Sendable {
     /// Closes idle connections and refuses new acquires. Connections in use
     /// are closed as they come back.
     public func shutdown() {
-        condition.lock()
-        state.closed = true
-        let idle = state.idle
-        state.open -= idle.count
-        state.idle.removeAll()
-        condition.broadcast()
-        condition.unlock()
+        let idle = state.withLock { state in
+            state.closed = true
+            let idle = state.idle
+            state.open -= idle.count
+            state.idle.removeAll()
+            return idle
+        }
+        state.broadcast()
         for connection in idle { connection.close() }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 public import Logging
 
 /// A PostgreSQL cluster on this machine, made with `initdb` and run with
@@ -233,22 +234,96 @@ public struct LocalCluster: Sendable {
         guard spawned == 0 else {
             throw .commandFailed(command: executable, status: -1, output: String(cString: strerror(spawned)))
         }
-        let deadline = Date(timeIntervalSinceNow: Double(timeoutSeconds))
-        var status: Int32 = 0
-        while true {
-            let result = waitpid(pid, &status, WNOHANG)
-            if result == pid { break }
-            if result < 0, errno != EINTR {
-                throw .commandFailed(command: executable, status: -1, output: String(cString: strerror(errno)))
-            }
-            if Date() > deadline {
-                kill(pid, SIGKILL)
-                _ = waitpid(pid, &status, 0)
-                throw .timedOut(command: ([executable] + arguments).joined(separator: " "))
-            }
-            usleep(10_000)
+        let child = Child(pid: pid)
+        child.startReaping()
+        let deadline = ContinuousClock.now + .seconds(timeoutSeconds)
+        var end = child.waitForExit(until: deadline)
+        if case .exiting = end {
+            // It ended just now and is being reaped.
+            end = child.waitForExit(until: .now + .seconds(10))
         }
-        // WIFEXITED / WEXITSTATUS, which Swift does not import.
-        return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        switch end {
+        case .exited(let status):
+            // WIFEXITED / WEXITSTATUS, which Swift does not import.
+            return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        case .waitFailed(let code):
+            throw .commandFailed(command: executable, status: -1, output: String(cString: strerror(code)))
+        case .running, .exiting:
+            // Killed, so the reaper returns at once; the bound is a backstop.
+            _ = child.waitForExit(until: .now + .seconds(10))
+            throw .timedOut(command: ([executable] + arguments).joined(separator: " "))
+        }
+    }
+}
+
+/// A spawned process, waited for on a thread of its own so that the caller
+/// waits on a condition with a deadline instead of polling `waitpid`.
+///
+/// The reaper first waits for the exit without reaping (`WNOWAIT`), records
+/// it, and only then reaps. `waitForExit` kills a process still running at
+/// the deadline under the same lock, so it can never signal a process id
+/// that was reaped and given to someone else.
+private final class Child: Sendable {
+    enum State: Sendable {
+        case running
+        /// Gone, about to be reaped.
+        case exiting
+        /// Reaped, with its raw wait status.
+        case exited(Int32)
+        /// `waitid` or `waitpid` failed, with `errno`.
+        case waitFailed(Int32)
+
+        var isOver: Bool {
+            switch self {
+            case .running, .exiting: false
+            case .exited, .waitFailed: true
+            }
+        }
+    }
+
+    private let pid: pid_t
+    private let state = Monitor(State.running)
+
+    init(pid: pid_t) {
+        self.pid = pid
+    }
+
+    func startReaping() {
+        let thread = Thread { [self] in reap() }
+        thread.name = "wallet-reaper"
+        thread.start()
+    }
+
+    /// The process's end; or, at the deadline, `.exiting` if it has just
+    /// ended, or `.running` if it has not, and has now been sent SIGKILL.
+    func waitForExit(until deadline: ContinuousClock.Instant) -> State {
+        state.wait(until: deadline, for: \.isOver) { state, _ in
+            if case .running = state { kill(pid, SIGKILL) }
+            return state
+        }
+    }
+
+    private func reap() {
+        var info = siginfo_t()
+        var result: Int32
+        repeat {
+            result = waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT)
+        } while result < 0 && errno == EINTR
+        guard result == 0 else {
+            finish(.waitFailed(errno))
+            return
+        }
+        state.withLock { $0 = .exiting }
+        var status: Int32 = 0
+        var reaped: pid_t
+        repeat {
+            reaped = waitpid(pid, &status, 0)
+        } while reaped < 0 && errno == EINTR
+        finish(reaped == pid ? .exited(status) : .waitFailed(errno))
+    }
+
+    private func finish(_ end: State) {
+        state.withLock { $0 = end }
+        state.broadcast()
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
 import HTTPServer
+import Locking
 public import Logging
-import Synchronization
 import WalletCore
 public import WalletStore
 
@@ -142,20 +142,17 @@ public func buildApplication(configuration: Configuration, logger: Logger) throw
 /// Whether the schema is in place. Until it is, requests that need the
 /// database answer 503 and `/readyz` is not ready.
 final class Readiness: Sendable {
-    private let schemaReady = Atomic<Bool>(false)
-    private let ready = DispatchSemaphore(value: 0)
+    private let schemaReady = Monitor(false)
 
-    var isSchemaReady: Bool { schemaReady.load(ordering: .acquiring) }
+    var isSchemaReady: Bool { schemaReady.withLock { $0 } }
 
     func markSchemaReady() {
-        if !schemaReady.exchange(true, ordering: .acquiringAndReleasing) { ready.signal() }
+        schemaReady.withLock { $0 = true }
+        schemaReady.broadcast()
     }
 
     func waitForSchema(timeoutSeconds: Double) -> Bool {
-        if isSchemaReady { return true }
-        guard ready.wait(timeout: .now() + timeoutSeconds) == .success else { return false }
-        ready.signal()
-        return true
+        schemaReady.wait(until: .now + .seconds(timeoutSeconds)) { $0 }
     }
 }
 
@@ -168,10 +165,15 @@ final class Upkeep: Sendable {
     private let migrate: Bool
     private let retentionHours: Int
     private let logger: Logger
-    private let stopping = Atomic<Bool>(false)
-    /// Signalled by `stop`, so a pause between rounds ends at once.
-    private let stopRequested = DispatchSemaphore(value: 0)
-    private let stopped = DispatchSemaphore(value: 0)
+    private struct State: Sendable {
+        /// Set by `stop`; a pause between rounds ends at once.
+        var stopping = false
+        /// The thread has started and not yet returned.
+        var running = false
+    }
+
+    private let state = Monitor(State())
+    private var stopping: Bool { state.withLock { $0.stopping } }
 
     static let purgeRoundRows = 1_000
     static let purgeRoundsMax = 20
@@ -185,27 +187,30 @@ final class Upkeep: Sendable {
     }
 
     func start() {
+        state.withLock { $0.running = true }
         let thread = Thread { [self] in
             bringSchemaUp()
-            while !stopping.load(ordering: .relaxed) {
+            while !stopping {
                 purge()
                 sleep(seconds: Self.purgeIntervalSeconds)
             }
-            stopped.signal()
+            state.withLock { $0.running = false }
+            state.broadcast()
         }
         thread.name = "wallet-upkeep"
         thread.start()
     }
 
+    /// Stops the thread and waits for it, at most 10 seconds.
     func stop() {
-        stopping.store(true, ordering: .relaxed)
-        stopRequested.signal()
-        _ = stopped.wait(timeout: .now() + 10)
+        state.withLock { $0.stopping = true }
+        state.broadcast()
+        state.wait(until: .now + .seconds(10)) { !$0.running }
     }
 
     private func bringSchemaUp() {
         var backoffSeconds = 0.25
-        while !stopping.load(ordering: .relaxed) {
+        while !stopping {
             do {
                 try ledger.bringSchemaUp(migrate: migrate, logger: logger)
                 readiness.markSchemaReady()
@@ -223,7 +228,7 @@ final class Upkeep: Sendable {
         guard readiness.isSchemaReady else { return }
         var total = 0
         for _ in 0..<Self.purgeRoundsMax {
-            guard !stopping.load(ordering: .relaxed) else { break }
+            guard !stopping else { break }
             let deleted = (try? ledger.purgeIdempotencyKeys(olderThanHours: retentionHours,
                                                             limit: Self.purgeRoundRows)) ?? 0
             total += deleted
@@ -234,6 +239,6 @@ final class Upkeep: Sendable {
 
     /// Pauses for `seconds`, or until `stop` is called.
     private func sleep(seconds: Double) {
-        if stopRequested.wait(timeout: .now() + seconds) == .success { stopRequested.signal() }
+        state.wait(until: .now + .seconds(seconds)) { $0.stopping }
     }
 }

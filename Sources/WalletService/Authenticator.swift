@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Locking
 import Synchronization
 import WalletCore
 import WalletStore
@@ -14,7 +15,7 @@ import WalletStore
 /// time one repeats. An unknown secret costs one lookup per period while the
 /// miss cache holds it; a full miss cache is emptied, never the key cache.
 final class Authenticator: Sendable {
-    private struct Cache {
+    private struct Cache: Sendable {
         var clients: [[UInt8]: (client: APIClient, expires: ContinuousClock.Instant)] = [:]
         var misses: [[UInt8]: ContinuousClock.Instant] = [:]
     }
@@ -22,7 +23,7 @@ final class Authenticator: Sendable {
     let timeToLiveSeconds: Double
     let entriesMax: Int
     let missesMax: Int
-    private let cache = Mutex(Cache())
+    private let cache = Locked(Cache())
     private let ledger: Ledger
     private let lookupCount = Atomic<Int>(0)
 

@@ -1,7 +1,7 @@
 import AppStore
 import Foundation
+import Locking
 import WalletStore
-import Synchronization
 
 /// Prometheus metrics, all prefixed `wallet_`: per-route request counts and
 /// latency histograms by status class, the database pool, database errors,
@@ -64,14 +64,14 @@ final class Metrics: Sendable, StoreMetrics {
         }
     }
 
-    private struct State {
+    private struct State: Sendable {
         var requests: [RouteKey: Histogram] = [:]
         var databaseErrors: [String: UInt64] = [:]
         var batches: [String: Histogram] = [:]
         var notifications: [NotificationKey: UInt64] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let started = Date()
 
     func observeRequest(method: String, route: String?, status: Int, durationSeconds: Double) {

@@ -1,6 +1,6 @@
 import Foundation
+import Locking
 import Postgres
-import Synchronization
 import WalletCore
 
 /// The one way a libmicrohttpd thread reads the database: API-key lookups,
@@ -22,7 +22,7 @@ final class ServerThreadReads: Sendable {
 
     private let pool: ConnectionPool
     private let metrics: any StoreMetrics
-    private let quietUntil = Mutex<ContinuousClock.Instant?>(nil)
+    private let quietUntil = Locked<ContinuousClock.Instant?>(nil)
 
     init(pool: ConnectionPool, metrics: any StoreMetrics) {
         self.pool = pool

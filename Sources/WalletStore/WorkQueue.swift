@@ -1,14 +1,11 @@
 import Foundation
+import Locking
 
 /// A bounded first-in, first-out queue that worker threads wait on. A
 /// waiting worker is woken when work arrives or the queue closes; nothing
 /// polls. Once closed, the queue refuses new work and its workers drain what
 /// is left, then stop.
-///
-/// The state is guarded by one `NSCondition` (a pthread mutex and condition
-/// variable, which the thread sanitizer understands), hence the unchecked
-/// conformance.
-public final class WorkQueue<Item: Sendable>: @unchecked Sendable {
+public final class WorkQueue<Item: Sendable>: Sendable {
     public enum Refusal: Error, Equatable {
         /// `depthMax` items are waiting.
         case full
@@ -16,13 +13,22 @@ public final class WorkQueue<Item: Sendable>: @unchecked Sendable {
         case closed
     }
 
+    private struct State: Sendable {
+        /// Items waiting, from `head` on; the consumed prefix is dropped once
+        /// it is the larger part, so a push and a take cost O(1) amortised.
+        var items: [Item] = []
+        var head = 0
+        var closed = false
+
+        var depth: Int { items.count - head }
+    }
+
     public let depthMax: Int
-    private let condition = NSCondition()
-    /// Items waiting, from `head` on; the consumed prefix is dropped once
-    /// it is the larger part, so a push and a take cost O(1) amortised.
-    private var items: [Item] = []
-    private var head = 0
-    private var closed = false
+    private let state = Monitor(State())
+
+    /// How long an idle worker sleeps before it looks again by itself. Only
+    /// a backstop: work and `close` wake it at once.
+    private static var idleWaitSeconds: Int64 { 3_600 }
 
     public init(depthMax: Int) {
         precondition(depthMax > 0)
@@ -30,55 +36,56 @@ public final class WorkQueue<Item: Sendable>: @unchecked Sendable {
     }
 
     public var depth: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return items.count - head
+        state.withLock { $0.depth }
     }
 
     public var isClosed: Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        return closed
+        state.withLock { $0.closed }
     }
 
     /// Queues `item`, or says why not.
     public func push(_ item: Item) throws(Refusal) {
-        condition.lock()
-        defer { condition.unlock() }
-        guard !closed else { throw .closed }
-        guard items.count - head < depthMax else { throw .full }
-        items.append(item)
-        condition.signal()
+        try state.withLock { state throws(Refusal) in
+            guard !state.closed else { throw .closed }
+            guard state.depth < depthMax else { throw .full }
+            state.items.append(item)
+        }
+        state.signal()
     }
 
     /// Waits for work and takes up to `countMax` items, oldest first. Returns
     /// an empty array only once the queue is closed and drained.
     public func take(upTo countMax: Int) -> [Item] {
         precondition(countMax > 0)
-        condition.lock()
-        defer { condition.unlock() }
-        while items.count == head && !closed {
-            condition.wait()
+        while true {
+            let taken = take(upTo: countMax, deadline: .now + .seconds(Self.idleWaitSeconds))
+            if let taken { return taken }
         }
-        let end = min(items.count, head + countMax)
-        let taken = Array(items[head..<end])
-        head = end
-        if head == items.count {
-            items.removeAll(keepingCapacity: true)
-            head = 0
-        } else if head > items.count / 2 {
-            items.removeFirst(head)
-            head = 0
+    }
+
+    /// As `take(upTo:)`, but nil when nothing came by `deadline`.
+    public func take(upTo countMax: Int, deadline: ContinuousClock.Instant) -> [Item]? {
+        precondition(countMax > 0)
+        return state.wait(until: deadline, for: { $0.depth > 0 || $0.closed }) { state, ready -> [Item]? in
+            guard ready else { return nil }
+            let end = min(state.items.count, state.head + countMax)
+            let taken = Array(state.items[state.head..<end])
+            state.head = end
+            if state.head == state.items.count {
+                state.items.removeAll(keepingCapacity: true)
+                state.head = 0
+            } else if state.head > state.items.count / 2 {
+                state.items.removeFirst(state.head)
+                state.head = 0
+            }
+            return taken
         }
-        return taken
     }
 
     /// Refuses new work from now on and wakes every waiting worker.
     public func close() {
-        condition.lock()
-        closed = true
-        condition.broadcast()
-        condition.unlock()
+        state.withLock { $0.closed = true }
+        state.broadcast()
     }
 }
 
@@ -86,16 +93,21 @@ public final class WorkQueue<Item: Sendable>: @unchecked Sendable {
 /// started later, so an owner can start them at the end of its own `init`
 /// with a body that uses the owner.
 public final class WorkerThreads: Sendable {
-    private let finished = DispatchGroup()
+    /// Threads started whose body has not yet returned.
+    private let running = Monitor(0)
 
     public init() {}
 
     public func start(count: Int, name: String, _ body: @escaping @Sendable (_ index: Int) -> Void) {
+        running.withLock { $0 += count }
         for index in 0..<count {
-            finished.enter()
-            let thread = Thread { [finished] in
+            let thread = Thread { [running] in
                 body(index)
-                finished.leave()
+                let last = running.withLock { running in
+                    running -= 1
+                    return running == 0
+                }
+                if last { running.broadcast() }
             }
             thread.name = "\(name)-\(index)"
             thread.start()
@@ -106,6 +118,13 @@ public final class WorkerThreads: Sendable {
     /// false if some had not.
     @discardableResult
     public func wait(timeoutSeconds: Double) -> Bool {
-        finished.wait(timeout: .now() + timeoutSeconds) == .success
+        wait(until: .now + .seconds(max(0, timeoutSeconds)))
+    }
+
+    /// Waits until every thread has returned, at most until `deadline`;
+    /// false if some had not.
+    @discardableResult
+    public func wait(until deadline: ContinuousClock.Instant) -> Bool {
+        running.wait(until: deadline) { $0 == 0 }
     }
 }

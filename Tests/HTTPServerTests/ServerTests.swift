@@ -1,5 +1,6 @@
 import Dispatch
 import HTTPServer
+import Locking
 import Logging
 import Testing
 import TestSupport

@@ -1,13 +1,13 @@
 import Dispatch
 import Foundation
 import HTTPServer
+import Locking
 import Logging
-import Synchronization
 import TestSupport
 
 /// Keeps every log line, so tests can check what was (and was not) logged.
 final class LogCapture: Sendable {
-    private let lines = Mutex<[String]>([])
+    private let lines = Locked<[String]>([])
 
     var sink: Logger.Sink {
         Logger.Sink { line in self.lines.withLock { $0.append(line) } }
@@ -55,28 +55,21 @@ struct TestServer {
 
 /// A one-shot signal between threads, with a deadline on every wait.
 final class Signal: Sendable {
-    private let semaphore = DispatchSemaphore(value: 0)
+    private let fired = Monitor(false)
 
-    func fire() { semaphore.signal() }
+    func fire() {
+        fired.withLock { $0 = true }
+        fired.broadcast()
+    }
 
     func wait(seconds: Double) -> Bool {
-        semaphore.wait(timeout: .now() + seconds) == .success
+        fired.wait(until: .now + .seconds(seconds)) { $0 }
     }
 }
 
-/// Values handed between threads in a test.
-final class Locked<Value: Sendable>: Sendable {
-    private let value: Mutex<Value>
-
-    init(_ value: Value) {
-        self.value = Mutex(value)
-    }
-
-    func withLock<T: Sendable>(_ body: (inout Value) -> T) -> T {
-        value.withLock { body(&$0) }
-    }
-
-    var current: Value { value.withLock { $0 } }
+extension Locked {
+    /// The value now, for values handed between threads in a test.
+    var current: State { withLock { $0 } }
 }
 
 /// Runs `body` on a new thread, for calls that block (shutdown).

@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import Postgres
+@testable import Postgres
 import Testing
 import TestSupport
 
@@ -50,5 +50,27 @@ struct LocalClusterTests {
 
     @Test func missingBinariesNameThePackage() {
         #expect(LocalCluster.LauncherError.binariesNotFound.description.contains("postgresql-15"))
+    }
+}
+
+/// The launcher's own process runner: an exit status comes back as soon as
+/// the program ends, and a program past its time is killed at the deadline.
+@Suite(.timeLimit(.minutes(1)))
+struct LauncherProcessTests {
+    @Test func anExitStatusComesBack() throws {
+        let started = ContinuousClock.now
+        #expect(try LocalCluster.execute("/bin/sh", ["-c", "exit 3"], timeoutSeconds: 30, outputPath: nil) == 3)
+        #expect(try LocalCluster.execute("/bin/sh", ["-c", "true"], timeoutSeconds: 30, outputPath: nil) == 0)
+        #expect(started.duration(to: .now) < .seconds(10))
+    }
+
+    @Test func aProgramPastItsTimeIsKilled() {
+        let started = ContinuousClock.now
+        #expect(throws: LocalCluster.LauncherError.timedOut(command: "/bin/sleep 60")) {
+            try LocalCluster.execute("/bin/sleep", ["60"], timeoutSeconds: 1, outputPath: nil)
+        }
+        let elapsed = started.duration(to: .now)
+        #expect(elapsed >= .seconds(1))
+        #expect(elapsed < .seconds(20))
     }
 }

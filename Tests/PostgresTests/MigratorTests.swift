@@ -1,7 +1,7 @@
 import Foundation
+import Locking
 import Logging
 import Postgres
-import Synchronization
 import Testing
 import TestSupport
 
@@ -121,7 +121,7 @@ struct MigratorTests {
                           "SELECT pg_sleep(0.05); INSERT INTO log VALUES (\(version));"))
         }
         let migrator = try Migrator(files: files, logger: logger)
-        let appliedCounts = Mutex<[Int]>([])
+        let appliedCounts = Locked<[Int]>([])
         runOnThreads(6) { _ in
             do {
                 let applied = try migrator.migrate(connection: try Connection(options: options))

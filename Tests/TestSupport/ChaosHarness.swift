@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import Locking
 public import Postgres
 import Synchronization
 
@@ -591,7 +592,7 @@ public final class ChaosTally: Sendable {
         var acknowledged: Int { credits.count + debits.count + refused.count }
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     var snapshot: State { state.withLock { $0 } }
     var acknowledged: Int { state.withLock { $0.acknowledged } }

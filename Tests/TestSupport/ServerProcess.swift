@@ -1,10 +1,11 @@
 import Foundation
+import Locking
 import Synchronization
 
 /// A `wallet serve` process, with its standard output collected.
 public final class ServerProcess: Sendable {
     private final class Buffer: Sendable {
-        let text = Mutex<String>("")
+        let text = Locked<String>("")
         /// Set once the pipe reports end of file: every byte written is in `text`.
         let ended = Atomic<Bool>(false)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import Logging
 public import Postgres
 import Synchronization
@@ -57,8 +58,8 @@ public enum TestDatabase {
 
     static let templateName = "wallet_test_template_\(getpid())"
     private static let counter = Atomic<Int>(0)
-    private static let creationLock = Mutex<Void>(())
-    private static let state = Mutex<Result<Connection.Options, any Error>?>(nil)
+    private static let creationLock = Locked<Void>(())
+    private static let state = Locked<Result<Connection.Options, any Error>?>(nil)
 
     /// Options for the maintenance database of the shared test cluster.
     static func shared() throws -> Connection.Options {
@@ -120,7 +121,7 @@ public enum TestCluster {
         running.withLock { $0.removeAll { $0.dataDirectory == cluster.dataDirectory } }
     }
 
-    private static let running = Mutex<[LocalCluster]>([])
+    private static let running = Locked<[LocalCluster]>([])
 
     /// Clusters left by test processes that died without stopping them (a
     /// crash skips the exit handler) are stopped and removed, once per run.

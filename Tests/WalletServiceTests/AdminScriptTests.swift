@@ -1,6 +1,6 @@
 import Foundation
+import Locking
 import Postgres
-import Synchronization
 import Testing
 import TestSupport
 
@@ -592,7 +592,7 @@ private struct PSQL {
 
 /// What the pipe readers collected, handed from their threads to the test's.
 private final class Collected: Sendable {
-    private let data = Mutex<[Data]>([Data(), Data()])
+    private let data = Locked<[Data]>([Data(), Data()])
 
     func store(_ bytes: Data, at index: Int) {
         data.withLock { $0[index] = bytes }

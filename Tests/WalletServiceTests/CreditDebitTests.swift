@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import Locking
 import Postgres
 import Synchronization
 import Testing
@@ -81,7 +82,7 @@ struct CreditDebitTests {
         defer { service.stop() }
         // 8 flowNOs × 24 submissions each, by 64 threads at once.
         let submissions = (0..<8).flatMap { flow in (0..<24).map { _ in flow } }.shuffled()
-        let statuses = Mutex<[Int: Int]>([:])
+        let statuses = Locked<[Int: Int]>([:])
         let next = Atomic<Int>(0)
         let finished = runOnThreads(64, timeoutSeconds: 120) { _ in
             while true {
@@ -109,7 +110,7 @@ struct CreditDebitTests {
         defer { service.stop() }
         let connection = try Connection(options: service.database)
         try connection.query("SELECT * FROM wallet.grant_coins('dave', 1000, 'coin', 'test setup', 'tests')")
-        let statuses = Mutex<[Int: Int]>([:])
+        let statuses = Locked<[Int: Int]>([:])
         let finished = runOnThreads(200, timeoutSeconds: 120) { index in
             let status = (try? service.debit(userID: "dave", amount: 7, idempotencyKey: "spend-\(index)").status) ?? -1
             statuses.withLock { $0[status, default: 0] += 1 }
@@ -167,7 +168,7 @@ struct CreditDebitTests {
         defer { service.stop() }
         let connection = try Connection(options: service.database)
         try connection.query("SELECT * FROM wallet.grant_coins('gina', 100, 'coin', 'test setup', 'tests')")
-        let bodies = Mutex<[[UInt8]]>([])
+        let bodies = Locked<[[UInt8]]>([])
         let finished = runOnThreads(32) { _ in
             if let response = try? service.debit(userID: "gina", amount: 30, idempotencyKey: "same"),
                response.status == 201 {

@@ -1,7 +1,7 @@
 import Foundation
+import Locking
 import Logging
 import Postgres
-import Synchronization
 import Testing
 import TestSupport
 @testable import WalletCore
@@ -113,8 +113,8 @@ struct GroupCommitTests {
         }
         // Each flowNO and each key is sent for every user at once, so every
         // writer races every other on the same unique entries.
-        let credits = Mutex<[String: [Int]]>([:])
-        let debits = Mutex<[String: [Int]]>([:])
+        let credits = Locked<[String: [Int]]>([:])
+        let debits = Locked<[String: [Int]]>([:])
         let finished = runOnThreads(48, timeoutSeconds: 150) { index in
             let user = spread[index % spread.count]
             for round in 0..<12 {
@@ -170,7 +170,7 @@ struct GroupCommitTests {
         let blocker = try Connection(options: database)
         try blocker.execute("BEGIN")
         try blocker.execute("SELECT 1 FROM wallet.wallets WHERE user_id = 'held' FOR UPDATE")
-        let results = Mutex<[String: Result<GroupCommit.Outcome, any Error>]>([:])
+        let results = Locked<[String: Result<GroupCommit.Outcome, any Error>]>([:])
         let deadline = ContinuousClock.now + .seconds(60)
         func submit(_ name: String, _ operation: GroupCommit.Operation) {
             writer.submit(operation, deadline: deadline) { result in results.withLock { $0[name] = result } }
@@ -211,7 +211,7 @@ struct GroupCommitTests {
     /// Waits for one operation's answer, at most `seconds`.
     func answer(_ writer: GroupCommit, _ operation: GroupCommit.Operation,
                 within time: Duration = .seconds(30)) -> Result<GroupCommit.Outcome, any Error>? {
-        let result = Mutex<Result<GroupCommit.Outcome, any Error>?>(nil)
+        let result = Locked<Result<GroupCommit.Outcome, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
         writer.submit(operation, deadline: .now + time) { answer in
             result.withLock { $0 = answer }

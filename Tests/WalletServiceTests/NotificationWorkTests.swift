@@ -3,6 +3,7 @@ import Crypto
 import CryptoTestSupport
 import Foundation
 import HTTPServer
+import Locking
 import Postgres
 import Synchronization
 import Testing
@@ -76,7 +77,7 @@ struct NotificationWorkTests {
         try blocker.execute("LOCK TABLE wallet.appstore_notifications IN ACCESS EXCLUSIVE MODE")
         let senders = Application.notificationThreads + Application.notificationQueueDepthMax + 8
         let bodies = (0..<senders).map { Self.notification(apple, type: "REFUND_DECLINED", number: 100 + $0) }
-        let answers = Mutex<[(status: Int, retryAfter: String?, code: String?)]>([])
+        let answers = Locked<[(status: Int, retryAfter: String?, code: String?)]>([])
         let port = service.port
         let done = DispatchSemaphore(value: 0)
         let finished = Atomic<Bool>(false)

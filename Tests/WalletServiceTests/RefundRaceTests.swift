@@ -1,7 +1,7 @@
 import Foundation
 import HTTPServer
+import Locking
 import Postgres
-import Synchronization
 import Testing
 import TestSupport
 import WalletService
@@ -79,7 +79,7 @@ struct RefundRaceTests {
                                            signedDateMilliseconds: FakeAppStore.signedDateMilliseconds).utf8)
         }
         let count = flows.count
-        let answers = Mutex<[Int: (status: Int, detail: String)]>([:])
+        let answers = Locked<[Int: (status: Int, detail: String)]>([:])
         let barrier = Barrier(parties: 2 * count)
         let finished = runOnThreads(2 * count, timeoutSeconds: 60) { index in
             let flow = index / 2
@@ -150,7 +150,7 @@ struct RefundRaceTests {
 /// Lets a fixed number of threads through together, once all have arrived.
 final class Barrier: Sendable {
     private let parties: Int
-    private let arrived = Mutex<Int>(0)
+    private let arrived = Locked<Int>(0)
     private let condition = NSCondition()
 
     init(parties: Int) {

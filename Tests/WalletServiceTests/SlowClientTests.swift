@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 import Testing
 import TestSupport
 @testable import WalletService
@@ -38,7 +38,7 @@ struct SlowClientTests {
         }
 
         // A normal client, retrying while it finds no slot.
-        let answered = Mutex<(status: Int, seconds: Double)?>(nil)
+        let answered = Locked<(status: Int, seconds: Double)?>(nil)
         let done = DispatchSemaphore(value: 0)
         let normal = Thread {
             let started = HTTPTestClient.now()

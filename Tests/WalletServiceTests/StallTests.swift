@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import Locking
 import Postgres
 import Synchronization
 import Testing
@@ -107,13 +108,13 @@ struct StallTests {
                                                  extra: ["WALLET_REQUEST_TIMEOUT_SECONDS": "3"])
         defer { server.kill() }
 
-        let frozen = Mutex<[pid_t]>([])
+        let frozen = Locked<[pid_t]>([])
         defer { for pid in frozen.withLock({ $0 }) { kill(pid, SIGCONT) } }
         let freezeStarted = Atomic<Int64>(-1)  // milliseconds on the test's clock, once frozen
         let stop = Atomic<Bool>(false)
-        let observations = Mutex<[Observation]>([])
-        let health = Mutex<[Observation]>([])
-        let failures = Mutex<[String]>([])
+        let observations = Locked<[Observation]>([])
+        let health = Locked<[Observation]>([])
+        let failures = Locked<[String]>([])
         let counter = Atomic<Int>(0)
 
         let loadDone = DispatchSemaphore(value: 0)
@@ -222,7 +223,7 @@ struct StallTests {
         try operatorSession.execute("BEGIN")
         try operatorSession.query("SELECT balance FROM wallet.wallets WHERE user_id = 'locked' AND currency = 'coin' FOR UPDATE")
         let watcher = try Connection(options: options)
-        let lockedAnswer = Mutex<HTTPTestResponse?>(nil)
+        let lockedAnswer = Locked<HTTPTestResponse?>(nil)
         let lockedThread = Thread {
             let response = try? Self.debit(port: port, key: key, user: "locked", idempotencyKey: "locked-1")
             lockedAnswer.withLock { $0 = response }
@@ -234,7 +235,7 @@ struct StallTests {
         })
 
         let started = HTTPTestClient.now()
-        let statuses = Mutex<[String: Int]>([:])
+        let statuses = Locked<[String: Int]>([:])
         let finished = runOnThreads(10, timeoutSeconds: 60) { thread in
             for index in stride(from: thread, to: others.count, by: 10) {
                 let status = (try? Self.debit(port: port, key: key, user: others[index], idempotencyKey: "other-\(index)"))?.status
@@ -277,7 +278,7 @@ struct StallTests {
         let holder = try Connection(options: options)
         try holder.execute("BEGIN")
         try holder.query("SELECT balance FROM wallet.wallets WHERE user_id = 'held' FOR UPDATE")
-        let answer = Mutex<HTTPTestResponse?>(nil)
+        let answer = Locked<HTTPTestResponse?>(nil)
         let thread = Thread {
             let response = try? Self.debit(port: port, key: key, user: "held", idempotencyKey: "held-1", timeoutSeconds: 60)
             answer.withLock { $0 = response }

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 import Testing
 @testable import WalletService
 @testable import WalletStore
@@ -24,7 +24,7 @@ struct WorkQueueTests {
     /// and closing wakes the consumers that wait on an empty queue.
     @Test func everyItemIsTakenOnceUnderContention() {
         let queue = WorkQueue<Int>(depthMax: 64)
-        let taken = Mutex<[Int]>([])
+        let taken = Locked<[Int]>([])
         let consumers = WorkerThreads()
         consumers.start(count: 4, name: "test-consumer") { _ in
             while case let items = queue.take(upTo: 7), !items.isEmpty {
