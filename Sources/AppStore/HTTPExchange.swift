@@ -34,12 +34,10 @@ final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable 
     }
 
     /// Sends `request` and waits for the answer until `deadline`, never longer.
-    static func post(_ request: URLRequest, responseBytesMax: Int, deadline: DispatchTime) -> Outcome {
-        let now = DispatchTime.now()
-        guard deadline > now else { return .failure("no time was left to ask") }
-        let remainingSeconds = Double(deadline.uptimeNanoseconds - now.uptimeNanoseconds) / 1e9
-        // The same deadline, on the clock the wait below runs by.
-        let waitDeadline = ContinuousClock.now + .seconds(remainingSeconds)
+    static func post(_ request: URLRequest, responseBytesMax: Int, deadline: ContinuousClock.Instant) -> Outcome {
+        let remaining = ContinuousClock.now.duration(to: deadline)
+        guard remaining > .zero else { return .failure("no time was left to ask") }
+        let remainingSeconds = Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18
         // The wait below is the real limit. URLSession's own limits are only
         // a backstop, set well past it: the Linux URLSession truncates them
         // to whole seconds, so 0.9 s would become an immediate time-out.
@@ -59,7 +57,7 @@ final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable 
 
         let task = session.dataTask(with: request)
         task.resume()
-        guard let outcome = exchange.state.wait(until: waitDeadline, for: { $0.outcome != nil }, then: { state, _ in
+        guard let outcome = exchange.state.wait(until: deadline, for: { $0.outcome != nil }, then: { state, _ in
             state.outcome
         }) else {
             task.cancel()

@@ -114,7 +114,7 @@ public struct ReceiptVerifier: Sendable {
             "ReceiptVerifier timeoutSeconds must be positive and finite"
         )
         precondition(configuration.responseBytesMax > 0, "ReceiptVerifier responseBytesMax must be positive")
-        let deadline = DispatchTime.now() + configuration.timeoutSeconds
+        let deadline = ContinuousClock.now + .seconds(configuration.timeoutSeconds)
 
         guard !receiptData.isEmpty else {
             throw .failed(reason: RefusalReason.receiptInvalid, detail: "receipt-data is empty")
@@ -175,7 +175,8 @@ public struct ReceiptVerifier: Sendable {
     }
 
     /// POSTs `body` to `url`; `endpoint` names it in `unavailable` details.
-    private func ask(_ url: URL, _ endpoint: String, body: Data, deadline: DispatchTime) throws(ReceiptError) -> Answer {
+    private func ask(_ url: URL, _ endpoint: String, body: Data,
+                     deadline: ContinuousClock.Instant) throws(ReceiptError) -> Answer {
         var request = URLRequest(url: url)
         request.httpMethod = "POST"
         request.httpBody = body
