@@ -57,13 +57,13 @@ public struct ByteA: Hashable, Sendable, PostgresEncodable, PostgresDecodable {
     public init(_ bytes: [UInt8]) { self.bytes = bytes }
 
     public var postgresText: String? {
-        var text = "\\x"
+        var text: [UInt8] = [UInt8(ascii: "\\"), UInt8(ascii: "x")]
         text.reserveCapacity(2 + bytes.count * 2)
         for byte in bytes {
-            text.unicodeScalars.append(hexDigits[Int(byte >> 4)])
-            text.unicodeScalars.append(hexDigits[Int(byte & 0x0F)])
+            text.append(hexDigits[Int(byte >> 4)])
+            text.append(hexDigits[Int(byte & 0x0F)])
         }
-        return text
+        return String(decoding: text, as: UTF8.self)
     }
 
     public init(postgresText text: String) throws(PostgresError) {
@@ -175,7 +175,7 @@ private func appendQuoted(_ text: String, to bytes: inout [UInt8]) {
     bytes.append(UInt8(ascii: "\""))
 }
 
-private let hexDigits: [Unicode.Scalar] = Array("0123456789abcdef".unicodeScalars)
+private let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
 private func hexValue(_ byte: UInt8) -> UInt8? {
     switch byte {

@@ -18,7 +18,7 @@ struct InvariantTests {
         try connection.query("SELECT * FROM wallet.grant_coins('ann', 100, 'coin', 'setup', 'tests')")
         expectRefused(connection, "UPDATE wallet.entries SET amount = 1000", "WL001")
         expectRefused(connection, "DELETE FROM wallet.entries", "WL001")
-        // (TRUNCATE is refused too: by the trigger, or first by the tables that reference the ledger.)
+        // (TRUNCATE is refused too, by its trigger.)
         #expect(throws: PostgresError.self) { try connection.execute("TRUNCATE wallet.entries") }
         #expect(try connection.query("SELECT count(*) FROM wallet.entries")[0].decode(Int.self, at: 0) == 1)
         expectRefused(connection, "DELETE FROM wallet.wallets", "WL001")
@@ -48,5 +48,30 @@ struct InvariantTests {
         #expect(found.contains("entry_has_wallet ghost/coin"))
         #expect(found.contains("balance_after_chain ann/coin"))
         #expect(found.contains("balance_matches_ledger ann/coin"))
+    }
+
+    /// No foreign key ties a stored debit outcome or a credit to its entry;
+    /// the check does, for the entry, the amount and the balance answered.
+    @Test func theCheckFindsStoredOutcomesAndCreditsThatDisagreeWithTheirEntries() throws {
+        let connection = try Connection(options: try TestDatabase.make())
+        try connection.query("""
+            SELECT * FROM wallet.credit_many(ARRAY[
+                ROW('tests', 'f-1', 'ann', 'guodong600', 1, NULL, 'caller', NULL)::wallet.credit_request])
+            """)
+        try connection.query("""
+            SELECT * FROM wallet.debit_many(ARRAY[
+                ROW('tests', 'k-1', '\\x01', 'ann', 'coin', 100, NULL, NULL, 'r-1'),
+                ROW('tests', 'k-2', '\\x02', 'ann', 'coin', 50, NULL, NULL, 'r-2'),
+                ROW('tests', 'k-3', '\\x03', 'ann', 'coin', 25, NULL, NULL, 'r-3')]::wallet.debit_request[])
+            """)
+        #expect(try LedgerStore.checkInvariants(on: connection) == [])
+
+        try connection.execute("UPDATE wallet.idempotency_keys SET entry_id = entry_id + 1000 WHERE key = 'k-1'")
+        try connection.execute("UPDATE wallet.idempotency_keys SET amount = 51 WHERE key = 'k-2'")
+        try connection.execute("UPDATE wallet.idempotency_keys SET balance = balance + 1 WHERE key = 'k-3'")
+        try connection.execute("UPDATE wallet.credits SET entry_id = entry_id + 1000 WHERE flow_no = 'f-1'")
+        let found = Set(try LedgerStore.checkInvariants(on: connection).map { "\($0.invariant) \($0.subject)" })
+        #expect(found == ["debit_key_has_entry tests/k-1", "debit_key_has_entry tests/k-2", "debit_key_has_entry tests/k-3",
+                          "credit_has_one_entry f-1", "credit_entry_has_credit f-1"])
     }
 }
