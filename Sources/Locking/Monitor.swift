@@ -14,7 +14,7 @@ import Glibc
 /// The condition variable runs on `CLOCK_MONOTONIC`, so a change of the wall
 /// clock neither shortens nor stretches a wait.
 public final class Monitor<State> {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let mutex = PthreadMutex()
     private let condition: UnsafeMutablePointer<pthread_cond_t>
     private var state: State
 
@@ -24,13 +24,8 @@ public final class Monitor<State> {
 
     public init(_ initial: State) {
         state = initial
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        var status = pthread_mutex_init(mutex, nil)
-        precondition(status == 0, "pthread_mutex_init failed: \(status)")
-
         var attributes = pthread_condattr_t()
-        status = pthread_condattr_init(&attributes)
+        var status = pthread_condattr_init(&attributes)
         precondition(status == 0, "pthread_condattr_init failed: \(status)")
         status = pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
         precondition(status == 0, "pthread_condattr_setclock failed: \(status)")
@@ -45,18 +40,13 @@ public final class Monitor<State> {
         pthread_cond_destroy(condition)
         condition.deinitialize(count: 1)
         condition.deallocate()
-        pthread_mutex_destroy(mutex)
-        mutex.deinitialize(count: 1)
-        mutex.deallocate()
     }
 
     /// Runs `body` with the value, holding the lock.
     public func withLock<Result, Failure: Error>(
         _ body: (inout State) throws(Failure) -> Result
     ) throws(Failure) -> Result {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body(&state)
+        try mutex.hold { () throws(Failure) -> Result in try body(&state) }
     }
 
     /// Waits until `isReady` holds for the value or `deadline` passes, then
@@ -68,8 +58,8 @@ public final class Monitor<State> {
         for isReady: (State) -> Bool,
         then body: (inout State, _ ready: Bool) throws(Failure) -> Result
     ) throws(Failure) -> Result {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+        pthread_mutex_lock(mutex.pointer)
+        defer { pthread_mutex_unlock(mutex.pointer) }
         var ready = isReady(state)
         while !ready {
             // The deadline is on the Swift clock, the condition variable's on
@@ -80,7 +70,7 @@ public final class Monitor<State> {
             var wakeAt = Self.monotonicNow()
             Self.advance(&wakeAt, seconds: Int(min(seconds, Int64(Self.sleepSecondsMax))),
                          nanoseconds: Int(attoseconds / 1_000_000_000))
-            _ = pthread_cond_timedwait(condition, mutex, &wakeAt)
+            _ = pthread_cond_timedwait(condition, mutex.pointer, &wakeAt)
             ready = isReady(state)
         }
         return try body(&state, ready)

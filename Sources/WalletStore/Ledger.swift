@@ -126,7 +126,7 @@ public final class Ledger: Sendable {
     /// returns its outcome.
     public func applyNotification(_ record: LedgerStore.NotificationRecord,
                                   deadline: ContinuousClock.Instant) throws -> String {
-        try read(pool: pool, metrics: metrics, deadline: deadline) { try LedgerStore.applyNotification(record, on: $0) }
+        try readBounded(pool: pool, metrics: metrics, deadline: deadline) { try LedgerStore.applyNotification(record, on: $0) }
     }
 
     /// Applies this build's migrations and function files (with `migrate`),
@@ -165,8 +165,8 @@ public final class Ledger: Sendable {
 /// dropped (after a restart) is tried once more on a fresh one. Failures
 /// come out as `WalletError.databaseUnavailable`, or as they are when they
 /// are the service's own fault.
-func read<T>(pool: ConnectionPool, metrics: any StoreMetrics, deadline: ContinuousClock.Instant,
-             _ body: (Connection) throws -> T) throws -> T {
+func readBounded<T>(pool: ConnectionPool, metrics: any StoreMetrics, deadline: ContinuousClock.Instant,
+                    _ body: (Connection) throws -> T) throws -> T {
     var attempt = 0
     while true {
         attempt += 1

@@ -38,7 +38,7 @@ final class ServerThreadReads: Sendable {
             throw WalletError.databaseUnavailable
         }
         do {
-            let result = try read(pool: pool, metrics: metrics, deadline: now + Self.deadline, body)
+            let result = try readBounded(pool: pool, metrics: metrics, deadline: now + Self.deadline, body)
             quietUntil.withLock { $0 = nil }
             return result
         } catch WalletError.databaseUnavailable {
