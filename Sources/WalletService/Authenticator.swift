@@ -38,8 +38,10 @@ final class Authenticator: Sendable {
     var lookups: Int { lookupCount.load(ordering: .relaxed) }
 
     /// The client for an `Authorization` header value, or an error.
-    func client(authorization: String?) throws(WalletError) -> APIClient {
-        guard let secret = authorization.flatMap(Self.bearerSecret) else { throw .unauthorized }
+    /// Database failures arrive as the ledger mapped them (503s); anything
+    /// else is the service's own fault and stays a bare 500.
+    func client(authorization: String?) throws -> APIClient {
+        guard let secret = authorization.flatMap(Self.bearerSecret) else { throw WalletError.unauthorized }
         let hash = SHA256.hash(secret)
         let now = ContinuousClock.now
         enum Cached { case client(APIClient), miss, none }
@@ -50,17 +52,12 @@ final class Authenticator: Sendable {
         }
         switch cached {
         case .client(let client): return client
-        case .miss: throw .unauthorized
+        case .miss: throw WalletError.unauthorized
         case .none: break
         }
         lookupCount.add(1, ordering: .relaxed)
-        let client: APIClient?
-        do {
-            // On a server thread: bounded like every read there.
-            client = try ledger.authenticate(hash: hash)
-        } catch {
-            throw .databaseUnavailable
-        }
+        // On a server thread: bounded like every read there.
+        let client = try ledger.authenticate(hash: hash)
         let expires = now + .milliseconds(Int(timeToLiveSeconds * 1000))
         cache.withLock { cache in
             if let client {
@@ -79,7 +76,7 @@ final class Authenticator: Sendable {
                 cache.misses[hash] = expires
             }
         }
-        guard let client else { throw .unauthorized }
+        guard let client else { throw WalletError.unauthorized }
         return client
     }
 
