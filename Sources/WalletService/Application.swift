@@ -1,6 +1,7 @@
 import Foundation
 import HTTPServer
 import Locking
+import Synchronization
 public import Logging
 import WalletCore
 public import WalletStore
@@ -142,17 +143,20 @@ public func buildApplication(configuration: Configuration, logger: Logger) throw
 /// Whether the schema is in place. Until it is, requests that need the
 /// database answer 503 and `/readyz` is not ready.
 final class Readiness: Sendable {
-    private let schemaReady = Monitor(false)
+    /// Read by every request's gate: an atomic load, no lock.
+    private let schemaReady = Atomic<Bool>(false)
+    /// Only for `waitForSchema`; the flag is set under it so no waiter misses it.
+    private let waiters = Monitor(())
 
-    var isSchemaReady: Bool { schemaReady.withLock { $0 } }
+    var isSchemaReady: Bool { schemaReady.load(ordering: .acquiring) }
 
     func markSchemaReady() {
-        schemaReady.withLock { $0 = true }
-        schemaReady.broadcast()
+        waiters.withLock { _ in schemaReady.store(true, ordering: .releasing) }
+        waiters.broadcast()
     }
 
     func waitForSchema(timeoutSeconds: Double) -> Bool {
-        schemaReady.wait(until: .now + .seconds(timeoutSeconds)) { $0 }
+        waiters.wait(until: .now + .seconds(timeoutSeconds)) { _ in isSchemaReady }
     }
 }
 

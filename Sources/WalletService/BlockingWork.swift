@@ -1,5 +1,5 @@
 import Foundation
-import WalletStore
+import Locking
 
 /// A few threads for work that waits on the network (Apple's verifyReceipt)
 /// or that anyone may ask for (App Store notifications), so a server thread

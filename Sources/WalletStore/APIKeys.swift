@@ -67,7 +67,7 @@ public struct APIKeys: Sendable {
         secretPrefix + Base64URL.encode(SecureRandom.bytes(count: 32))
     }
 
-    public static func hash(_ secret: String) -> [UInt8] {
+    static func hash(_ secret: String) -> [UInt8] {
         SHA256.hash(Array(secret.utf8))
     }
 

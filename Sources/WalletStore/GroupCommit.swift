@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import Postgres
-import Synchronization
+import Locking
 import WalletCore
 
 /// Group commit: credits and debits are queued to a small fixed set of

@@ -1,7 +1,6 @@
 import Foundation
 import HTTPServer
 import Postgres
-import Synchronization
 import Testing
 import TestSupport
 import ServiceTestSupport

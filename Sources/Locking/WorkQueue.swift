@@ -1,5 +1,4 @@
 import Foundation
-import Locking
 
 /// A bounded first-in, first-out queue that worker threads wait on. A
 /// waiting worker is woken when work arrives or the queue closes; nothing

@@ -1,8 +1,6 @@
 import Foundation
 import Locking
 import Testing
-@testable import WalletService
-@testable import WalletStore
 
 @Suite(.timeLimit(.minutes(1)))
 struct WorkQueueTests {
