@@ -216,7 +216,7 @@ final class Upkeep: Sendable {
         var backoffSeconds = 0.25
         while !stopping {
             do {
-                try ledger.bringSchemaUp(migrate: migrate, logger: logger)
+                try ledger.bringSchemaUp(migrate: migrate)
                 readiness.markSchemaReady()
                 return
             } catch {

@@ -132,7 +132,7 @@ public final class Ledger: Sendable {
     /// Applies this build's migrations and function files (with `migrate`),
     /// or checks that the schema is there. Throws while the database cannot
     /// be reached.
-    public func bringSchemaUp(migrate: Bool, logger: Logger) throws {
+    public func bringSchemaUp(migrate: Bool) throws {
         try pool.withConnection(deadline: .now + .seconds(5)) { connection in
             if migrate {
                 let migrator = try Schema.migrator(logger: logger)
