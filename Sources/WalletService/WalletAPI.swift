@@ -25,7 +25,7 @@ struct WalletAPI: Sendable {
         // read: a caller without the scope learns so whatever it sent.
         router.add("POST", "/v1/credits", gate: admit(.credit), postCredit)
         router.add("POST", "/v1/debits", gate: admit(.debit), postDebit)
-        router.add("GET", "/v1/wallets/{user_id}", gate: admit(.read), sync: getWallet)
+        router.add("GET", "/v1/wallets/{user_id}", gate: admit(.read), getWallet)
         router.add("GET", "/v1/wallets/{user_id}/entries", gate: admit(.read), sync: getEntries)
         router.add("GET", "/v1/credits/{flow_no}", gate: admit(.read), sync: getCredit)
     }
@@ -148,14 +148,22 @@ struct WalletAPI: Sendable {
 
     // MARK: Reads
 
-    func getWallet(_ request: Request) throws -> Response {
-        let userID = try pathUserID(request)
-        var balances = try ledger.balances(of: userID)
-        if !balances.contains(where: { $0.currency == Currency.coin.rawValue }) {
-            balances.append((Currency.coin.rawValue, 0))
-            balances.sort { $0.currency < $1.currency }
+    func getWallet(_ request: Request, _ responder: Responder) {
+        do {
+            let userID = try pathUserID(request)
+            ledger.balances(of: userID) { result in
+                respond(responder) {
+                    var balances = try result.get()
+                    if !balances.contains(where: { $0.currency == Currency.coin.rawValue }) {
+                        balances.append((Currency.coin.rawValue, 0))
+                        balances.sort { $0.currency < $1.currency }
+                    }
+                    return .json(ResponseBody.wallet(userID: userID.rawValue, balances: balances))
+                }
+            }
+        } catch {
+            responder.fail(error)
         }
-        return .json(ResponseBody.wallet(userID: userID.rawValue, balances: balances))
     }
 
     func getEntries(_ request: Request) throws -> Response {

@@ -52,6 +52,7 @@ public final class Ledger: Sendable {
     let writerPool: ConnectionPool
     public let groupCommit: GroupCommit
     let reads: ServerThreadReads
+    let balanceReads: BalanceReads
     private let metrics: any StoreMetrics
     private let logger: Logger
 
@@ -77,11 +78,13 @@ public final class Ledger: Sendable {
         groupCommit = GroupCommit(writerCount: configuration.writers, batchOperationsMax: configuration.batchOperationsMax,
                                   pool: writerPool, metrics: metrics, logger: logger)
         reads = ServerThreadReads(pool: pool, metrics: metrics)
+        balanceReads = BalanceReads(reads: reads)
     }
 
     /// Drains the writers (at most `timeoutSeconds`) and closes the pools.
     public func shutdown(timeoutSeconds: Double) {
         groupCommit.shutdown(timeoutSeconds: timeoutSeconds)
+        balanceReads.shutdown(timeoutSeconds: timeoutSeconds)
         writerPool.shutdown()
         pool.shutdown()
     }
@@ -94,9 +97,11 @@ public final class Ledger: Sendable {
 
     // MARK: Reads on a server thread
 
-    /// The user's balances, one per currency that has a wallet.
-    public func balances(of userID: UserID) throws -> [(currency: String, balance: Int64)] {
-        try reads.run { try LedgerStore.balances(of: userID, on: $0) }
+    /// The user's balances, one per currency that has a wallet, handed to
+    /// `completion` on the reader thread (see `BalanceReads`).
+    public func balances(of userID: UserID,
+                         completion: @escaping @Sendable (Result<[(currency: String, balance: Int64)], any Error>) -> Void) {
+        balanceReads.submit(userID, completion: completion)
     }
 
     /// Newest first, below `beforeID` when given; one more than `limit`, to

@@ -162,10 +162,20 @@ public struct LedgerStore: Sendable {
 
     // MARK: Reads
 
-    static func balances(of userID: UserID, on connection: Connection) throws -> [(currency: String, balance: Int64)] {
+    struct UserBalance {
+        var userID: String
+        var currency: String
+        var balance: Int64
+    }
+
+    /// The balances of every user in `userIDs`, one row per wallet, in
+    /// currency order within each user.
+    static func balances(of userIDs: [String], on connection: Connection) throws -> [UserBalance] {
         try connection.prepared("""
-            SELECT currency, balance FROM wallet.wallets WHERE user_id = \(userID.rawValue) ORDER BY currency
-            """).map { (try $0.decode(String.self, at: 0), try $0.decode(Int64.self, at: 1)) }
+            SELECT user_id, currency, balance FROM wallet.wallets
+            WHERE user_id = ANY(\(userIDs)::text[]) ORDER BY user_id, currency
+            """).map { UserBalance(userID: try $0.decode(String.self, at: 0), currency: try $0.decode(String.self, at: 1),
+                                   balance: try $0.decode(Int64.self, at: 2)) }
     }
 
     public struct Entry: Sendable, Equatable {

@@ -29,16 +29,17 @@ final class ServerThreadReads: Sendable {
         self.metrics = metrics
     }
 
-    /// Runs `body` on a pooled connection within `deadline`, or
-    /// throws `WalletError.databaseUnavailable` at once in a quiet period.
-    func run<T>(_ body: (Connection) throws -> T) throws -> T {
+    /// Runs `body` on a pooled connection by `deadline` (`Self.deadline`
+    /// from now unless given), or throws `WalletError.databaseUnavailable`
+    /// at once in a quiet period.
+    func run<T>(deadline: ContinuousClock.Instant? = nil, _ body: (Connection) throws -> T) throws -> T {
         let now = ContinuousClock.now
         if let until = quietUntil.withLock({ $0 }), now < until {
             metrics.countDatabaseUnavailableFastFail()
             throw WalletError.databaseUnavailable
         }
         do {
-            let result = try readBounded(pool: pool, metrics: metrics, deadline: now + Self.deadline, body)
+            let result = try readBounded(pool: pool, metrics: metrics, deadline: deadline ?? now + Self.deadline, body)
             quietUntil.withLock { $0 = nil }
             return result
         } catch WalletError.databaseUnavailable {

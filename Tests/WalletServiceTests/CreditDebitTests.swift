@@ -224,6 +224,55 @@ struct CreditDebitTests {
         #expect(try missing.json()["code"] == "not_found")
     }
 
+    /// Balance reads are answered in batches: under concurrency every reader
+    /// still gets its own user's balances, and a read sent after a debit was
+    /// answered shows that debit.
+    @Test func concurrentReadsEachSeeTheirOwnWalletAndEarlierWrites() throws {
+        let service = try TestService()
+        defer { service.stop() }
+        let connection = try Connection(options: service.database)
+        let users = 24
+        for user in 0..<users {
+            try connection.query("SELECT * FROM wallet.grant_coins(\("reader-\(user)"), \(Int64(1_000 + user)), 'coin', 'test setup', 'tests')")
+        }
+        let wrong = Locked<[String]>([])
+        let finished = runOnThreads(users * 4, timeoutSeconds: 120) { index in
+            let user = index % users
+            let path = "/v1/wallets/reader-\(user)"
+            do {
+                // Four threads per user: each reads, and the first also debits
+                // between reads, so the others' reads race with it.
+                for round in 0..<10 {
+                    if index < users {
+                        let debit = try service.debit(userID: "reader-\(user)", amount: 1, idempotencyKey: "read-\(user)-\(round)")
+                        let expected = Int64(1_000 + user - round - 1)
+                        let read = try service.request("GET", path, key: service.gameServerKey)
+                        let balances = try read.json()["balances"]
+                        if debit.status != 201 || balances != .array([.object([("balance", .number(String(expected))), ("currency", "coin")])]) {
+                            wrong.withLock { $0.append("\(path) after debit \(round): \(debit.status) \(String(describing: balances))") }
+                        }
+                    } else {
+                        let read = try service.request("GET", path, key: service.gameServerKey)
+                        let json = try read.json()
+                        guard read.status == 200, json["user_id"] == .string("reader-\(user)"),
+                              case .array(let balances)? = json["balances"], balances.count == 1,
+                              balances[0]["currency"] == "coin",
+                              case .number(let text)? = balances[0]["balance"], let balance = Int(text),
+                              balance <= 1_000 + user, balance >= 1_000 + user - 10 else {
+                            wrong.withLock { $0.append("\(path): \(read.status) \(String(describing: try? read.json()))") }
+                            continue
+                        }
+                    }
+                }
+            } catch {
+                wrong.withLock { $0.append("\(path): \(error)") }
+            }
+        }
+        #expect(finished)
+        #expect(wrong.withLock { $0 } == [])
+        #expect(try service.violations() == [])
+    }
+
     @Test func entriesPageNewestFirstAcrossPages() throws {
         let service = try TestService()
         defer { service.stop() }

@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import Logging
 import Postgres
 import Synchronization
@@ -44,6 +45,43 @@ struct ServerThreadReadsTests {
         Thread.sleep(forTimeInterval: Double(ServerThreadReads.quiet.components.seconds) + 0.1)
         #expect(throws: WalletError.databaseUnavailable) { try read() }
         #expect(silent.accepted > afterFirst)
+    }
+
+    /// Balance reads queued while the database is stalled share the wait of
+    /// the batch that carries them: forty reads answer 503 in a few seconds
+    /// at most, not forty seconds, and the database is asked once or twice.
+    @Test func batchedBalanceReadsShareOneBoundedWait() throws {
+        let silent = try SilentListener()
+        defer { silent.stop() }
+        var connection = Connection.Options(conninfo: "host=127.0.0.1 port=\(silent.port) dbname=wallet user=wallet")
+        connection.connectTimeoutSeconds = 30
+        var configuration = ConnectionPool.Configuration(connection: connection)
+        configuration.maximumConnections = 4
+        let pool = ConnectionPool(configuration: configuration, logger: Logger(label: "test", level: .error, sink: .discard))
+        defer { pool.shutdown() }
+        let reads = BalanceReads(reads: ServerThreadReads(pool: pool, metrics: Metrics()))
+        defer { reads.shutdown(timeoutSeconds: 5) }
+
+        let answers = Monitor<[String]>([])
+        let started = ContinuousClock.now
+        let submitted = runOnThreads(40, timeoutSeconds: 30) { index in
+            reads.submit(UserID("user-\(index)")!) { result in
+                let answer: String
+                switch result {
+                case .success: answer = "balances"
+                case .failure(let error): answer = String(describing: error)
+                }
+                answers.withLock { $0.append(answer) }
+                answers.broadcast()
+            }
+        }
+        #expect(submitted)
+        let all = answers.wait(until: .now + .seconds(30)) { $0.count == 40 }
+        let elapsed = ContinuousClock.now - started
+        #expect(all)
+        #expect(answers.withLock { $0 } == Array(repeating: String(describing: WalletError.databaseUnavailable), count: 40))
+        #expect(elapsed < .seconds(10))
+        #expect(silent.accepted <= 3)
     }
 }
 
