@@ -12,6 +12,9 @@ import WalletCore
 /// - A writer takes whatever is queued, up to `batchOperationsMax`, with no
 ///   timer: an idle writer runs a batch of one at once.
 /// - Results are handed back only after COMMIT; every answer is durable.
+///   A committed batch's answers are written by a thread of their own, so
+///   its writer sends the next batch to the database at once instead of
+///   after thirty responses (about a third of a millisecond).
 /// - If a batch fails as a whole (a deadlock with another writer on a unique
 ///   index, or an unexpected error), its operations are retried one at a
 ///   time, each in its own transaction, to isolate the bad one.
@@ -41,9 +44,19 @@ public final class GroupCommit: Sendable {
         var completion: Completion
     }
 
+    /// A committed batch, to be answered.
+    private struct Answers: Sendable {
+        var items: [Item]
+        var outcomes: [Outcome]
+    }
+
     /// One queue per writer thread.
     private let queues: [WorkQueue<Item>]
     private let threads = WorkerThreads()
+    /// Committed batches waiting for their answers; when it is full, a
+    /// writer answers its batch itself.
+    private let answers = WorkQueue<Answers>(depthMax: 64)
+    private let answerThread = WorkerThreads()
     private let pool: ConnectionPool
     private let batchOperationsMax: Int
     private let metrics: any StoreMetrics
@@ -61,6 +74,11 @@ public final class GroupCommit: Sendable {
             // A batch is whatever is queued, up to the limit: no timer.
             while case let batch = queues[index].take(upTo: batchOperationsMax), !batch.isEmpty {
                 apply(batch)
+            }
+        }
+        answerThread.start(count: 1, name: "wallet-answers") { [self] _ in
+            while case let committed = answers.take(upTo: 8), !committed.isEmpty {
+                for batch in committed { Self.answer(batch) }
             }
         }
     }
@@ -93,8 +111,15 @@ public final class GroupCommit: Sendable {
 
     /// Runs what is queued, then stops the writers. Waits at most `timeoutSeconds`.
     func shutdown(timeoutSeconds: Double) {
+        let deadline = ContinuousClock.now + .seconds(max(0, timeoutSeconds))
         for queue in queues { queue.close() }
-        threads.wait(timeoutSeconds: timeoutSeconds)
+        threads.wait(until: deadline)
+        answers.close()
+        answerThread.wait(until: deadline)
+    }
+
+    private static func answer(_ batch: Answers) {
+        for (item, outcome) in zip(batch.items, batch.outcomes) { item.completion(.success(outcome)) }
     }
 
     /// FNV-1a: stable across runs and processes, unlike `Hasher`.
@@ -112,8 +137,12 @@ public final class GroupCommit: Sendable {
             do {
                 // A whole batch is not re-run on a deadlock: its operations go
                 // one at a time instead, which cannot deadlock with each other.
-                let outcomes = try applyInOneTransaction(live, attemptsMax: 1)
-                for (item, outcome) in zip(live, outcomes) { item.completion(.success(outcome)) }
+                let committed = Answers(items: live, outcomes: try applyInOneTransaction(live, attemptsMax: 1))
+                do {
+                    try answers.push(committed)
+                } catch {
+                    Self.answer(committed)
+                }
                 return
             } catch let error as PostgresError {
                 metrics.countDatabaseError(error)
