@@ -80,14 +80,14 @@ BEGIN
         v_stored := op_stored[i];
         v_earlier := g_stored[op_first[i]];
         IF NOT r.currency = ANY (v_known) THEN
-            v_results[i] := ROW('unknown_currency', FALSE, NULL, NULL, NULL, NULL, NULL);
+            v_results[i] := ROW('unknown_currency', FALSE, NULL, NULL, NULL, NULL, NULL)::wallet.debit_result;
         ELSIF v_stored.key IS NOT NULL THEN
             -- A key with a stored outcome: replay it, or refuse another request.
             IF v_stored.request_hash = r.request_hash THEN
                 v_results[i] := ROW(v_stored.outcome, TRUE, v_stored.entry_id, v_stored.balance, v_stored.created_at,
-                                    v_stored.request_id, v_stored.response);
+                                    v_stored.request_id, v_stored.response)::wallet.debit_result;
             ELSE
-                v_results[i] := ROW('idempotency_key_reused', FALSE, NULL, NULL, NULL, NULL, NULL);
+                v_results[i] := ROW('idempotency_key_reused', FALSE, NULL, NULL, NULL, NULL, NULL)::wallet.debit_result;
             END IF;
         ELSIF v_earlier IS NOT NULL THEN
             -- The same, for a key decided earlier in this batch.
@@ -96,7 +96,7 @@ BEGIN
                 v_result.replayed := TRUE;
                 v_results[i] := v_result;
             ELSE
-                v_results[i] := ROW('idempotency_key_reused', FALSE, NULL, NULL, NULL, NULL, NULL);
+                v_results[i] := ROW('idempotency_key_reused', FALSE, NULL, NULL, NULL, NULL, NULL)::wallet.debit_result;
             END IF;
         ELSE
             g_stored[op_first[i]] := i;
@@ -109,7 +109,7 @@ BEGIN
                 v_wallets[op_wallet[i]] := v_wallet;
                 -- Drawn while the wallet is locked, so ids follow the wallet's order.
                 v_entry_id := nextval('wallet.entries_id_seq');
-                v_results[i] := ROW('debited', FALSE, v_entry_id, v_wallet.balance, now(), r.request_id, NULL);
+                v_results[i] := ROW('debited', FALSE, v_entry_id, v_wallet.balance, now(), r.request_id, NULL)::wallet.debit_result;
                 -- Columns in the table's order.
                 v_entries[cardinality(v_entries) + 1] := ROW(
                     v_entry_id, r.user_id, r.currency, -r.amount, v_wallet.balance, 'debit', r.key, r.client, now(),
@@ -119,7 +119,7 @@ BEGIN
                                 ELSE jsonb_build_object('metadata', r.metadata) END
                     END)::wallet.entries;
             ELSE
-                v_results[i] := ROW('insufficient_funds', FALSE, NULL, v_wallet.balance, now(), r.request_id, NULL);
+                v_results[i] := ROW('insufficient_funds', FALSE, NULL, v_wallet.balance, now(), r.request_id, NULL)::wallet.debit_result;
             END IF;
             v_result := v_results[i];
             -- Columns in the table's order.
