@@ -46,6 +46,11 @@ struct HostileInputTests {
         #expect(try code(tooLarge) == "payload_too_large")
         #expect(try code(send("POST", "/v1/debits", key: service.gameServerKey, contentType: "text/plain",
                               body: Array("{oops".utf8))) == "unsupported_media_type")
+        // The media type is compared without case, parameters or the blanks around it.
+        #expect(try code(send("POST", "/v1/debits", key: service.gameServerKey, contentType: " Application/JSON\t; charset=utf-8",
+                              body: Array(#"{"amount":"x"}"#.utf8))) == "idempotency_key_required")
+        #expect(try code(send("POST", "/v1/debits", key: service.gameServerKey, contentType: "application/jsonx",
+                              body: Array(#"{"amount":"x"}"#.utf8))) == "unsupported_media_type")
         // 4. JSON syntax, then the idempotency key
         #expect(try code(send("POST", "/v1/debits", key: service.gameServerKey, body: Array("{oops".utf8)))
                 == "malformed_json")
