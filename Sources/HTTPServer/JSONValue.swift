@@ -37,18 +37,6 @@ public enum JSONValue: Sendable, Equatable {
         default: false
         }
     }
-
-    /// A short name of the kind of value, for error messages.
-    var kindDescription: String {
-        switch self {
-        case .null: "null"
-        case .bool: "a boolean"
-        case .number: "a number"
-        case .string: "a string"
-        case .array: "an array"
-        case .object: "an object"
-        }
-    }
 }
 
 extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,
@@ -145,97 +133,5 @@ enum JSONWriter {
             }
         }
         out.append(UInt8(ascii: "\""))
-    }
-}
-
-// MARK: - Codable
-
-/// Coding keys for arbitrary object members and array positions.
-struct JSONKey: CodingKey {
-    let stringValue: String
-    let intValue: Int?
-
-    init(stringValue: String) {
-        self.stringValue = stringValue
-        self.intValue = nil
-    }
-
-    init(intValue: Int) {
-        self.stringValue = String(intValue)
-        self.intValue = intValue
-    }
-}
-
-extension JSONValue: Codable {
-    /// Through ``JSONValueDecoder`` the value arrives as parsed. Through other
-    /// decoders (Foundation's `JSONDecoder`) number literals and member order
-    /// are reconstructed as well as those decoders allow.
-    public init(from decoder: any Decoder) throws {
-        if let strict = decoder as? StrictDecoder {
-            self = strict.value
-            return
-        }
-        if let container = try? decoder.container(keyedBy: JSONKey.self) {
-            var members: [(key: String, value: JSONValue)] = []
-            for key in container.allKeys.sorted(by: { $0.stringValue < $1.stringValue }) {
-                members.append((key.stringValue, try container.decode(JSONValue.self, forKey: key)))
-            }
-            self = .object(members)
-            return
-        }
-        if var container = try? decoder.unkeyedContainer() {
-            var elements: [JSONValue] = []
-            while !container.isAtEnd {
-                elements.append(try container.decode(JSONValue.self))
-            }
-            self = .array(elements)
-            return
-        }
-        let single = try decoder.singleValueContainer()
-        if single.decodeNil() {
-            self = .null
-        } else if let b = try? single.decode(Bool.self) {
-            self = .bool(b)
-        } else if let i = try? single.decode(Int64.self) {
-            self = .number(String(i))
-        } else if let u = try? single.decode(UInt64.self) {
-            self = .number(String(u))
-        } else if let d = try? single.decode(Double.self) {
-            self = .number(String(d))
-        } else {
-            self = .string(try single.decode(String.self))
-        }
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        switch self {
-        case .null:
-            var c = encoder.singleValueContainer()
-            try c.encodeNil()
-        case .bool(let b):
-            var c = encoder.singleValueContainer()
-            try c.encode(b)
-        case .number(let literal):
-            var c = encoder.singleValueContainer()
-            if let i = Int64(literal) {
-                try c.encode(i)
-            } else if let u = UInt64(literal) {
-                try c.encode(u)
-            } else if let d = Decimal(string: literal, locale: nil) {
-                try c.encode(d)
-            } else {
-                throw EncodingError.invalidValue(
-                    literal, .init(codingPath: encoder.codingPath, debugDescription: "not a JSON number literal"))
-            }
-        case .string(let s):
-            var c = encoder.singleValueContainer()
-            try c.encode(s)
-        case .array(let elements):
-            var c = encoder.unkeyedContainer()
-            for element in elements { try c.encode(element) }
-        case .object(let members):
-            var c = encoder.container(keyedBy: JSONKey.self)
-            for member in members { try c.encode(member.value, forKey: JSONKey(stringValue: member.key)) }
-        }
     }
 }

@@ -1,12 +1,15 @@
 import HTTPServer
 import WalletCore
 
-/// Request bodies. Each decodes through Codable from strictly parsed JSON and
-/// validates every field, collecting all the bad ones so one 422 names them
-/// all. Members the API does not know are refused too: a misspelt optional
-/// field must not be silently dropped from a payment.
+/// Request bodies. Each is read from strictly parsed JSON and validates every
+/// field, collecting all the bad ones so one 422 names them all. Members the
+/// API does not know are refused too: a misspelt optional field must not be
+/// silently dropped from a payment.
+protocol RequestBody {
+    init(json: JSONValue) throws
+}
 
-struct CreditBody: Decodable {
+struct CreditBody: RequestBody {
     var userID: UserID
     var flowNo: FlowNumber
     var productID: ProductID
@@ -19,8 +22,8 @@ struct CreditBody: Decodable {
     static let members: Set<String> = ["user_id", "flow_no", "product_id", "quantity", "amount",
                                        "signed_transaction", "receipt_data"]
 
-    init(from decoder: any Decoder) throws {
-        var fields = try FieldValidator(decoder, allowed: Self.members)
+    init(json: JSONValue) throws {
+        var fields = try FieldValidator(json, allowed: Self.members)
         let userID = fields.required("user_id", UserID.init, "must be 1-128 characters of [A-Za-z0-9._:@-]")
         let flowNo = fields.required("flow_no", FlowNumber.init, "must be 1-128 characters of [A-Za-z0-9._:@-]")
         let productID = fields.required("product_id", ProductID.init, "must be 1-128 characters of [A-Za-z0-9._-]")
@@ -43,7 +46,7 @@ struct CreditBody: Decodable {
     }
 }
 
-struct DebitBody: Decodable {
+struct DebitBody: RequestBody {
     var userID: UserID
     var amount: Amount
     var currency: Currency
@@ -61,8 +64,8 @@ struct DebitBody: Decodable {
     static let reasonBytesMax = 800
     static let metadataBytesMax = 4 << 10
 
-    init(from decoder: any Decoder) throws {
-        var fields = try FieldValidator(decoder, allowed: Self.members)
+    init(json: JSONValue) throws {
+        var fields = try FieldValidator(json, allowed: Self.members)
         let userID = fields.required("user_id", UserID.init, "must be 1-128 characters of [A-Za-z0-9._:@-]")
         let amount = fields.required("amount", { (value: Int64) in Amount(value) },
                                      "must be an integer from 1 to 1000000000000")
@@ -100,26 +103,18 @@ struct DebitBody: Decodable {
     }
 }
 
-/// Collects field errors while decoding one JSON object.
+/// Collects field errors while reading one JSON object.
 struct FieldValidator {
-    struct Key: CodingKey {
-        var stringValue: String
-        var intValue: Int? { nil }
-        init(stringValue: String) { self.stringValue = stringValue }
-        init?(intValue: Int) { nil }
-    }
-
-    private let container: KeyedDecodingContainer<Key>
+    private let members: [(key: String, value: JSONValue)]
     private(set) var errors: [FieldError] = []
 
-    init(_ decoder: any Decoder, allowed: Set<String>) throws {
-        do {
-            container = try decoder.container(keyedBy: Key.self)
-        } catch {
+    init(_ json: JSONValue, allowed: Set<String>) throws {
+        guard case .object(let members) = json else {
             throw WalletError.validationFailed([FieldError(field: "body", message: "must be a JSON object")])
         }
-        for key in container.allKeys where !allowed.contains(key.stringValue) {
-            errors.append(FieldError(field: key.stringValue, message: "is not a known field"))
+        self.members = members
+        for member in members where !allowed.contains(member.key) {
+            errors.append(FieldError(field: member.key, message: "is not a known field"))
         }
     }
 
@@ -128,29 +123,23 @@ struct FieldValidator {
     }
 
     /// A field that must be present and valid; nil after recording an error.
-    mutating func required<Raw: Decodable, Value>(_ field: String, _ make: (Raw) -> Value?, _ message: String) -> Value? {
-        let key = Key(stringValue: field)
-        guard container.contains(key), (try? container.decodeNil(forKey: key)) != true else {
+    mutating func required<Raw: FieldValue, Value>(_ field: String, _ make: (Raw) -> Value?, _ message: String) -> Value? {
+        guard let value = value(of: field), value != .null else {
             fail(field, "is required")
             return nil
         }
-        guard let value = optional(field, make, message) else {
-            // `optional` recorded why.
-            return nil
-        }
-        return value
+        // `optional` records why when it is invalid.
+        return optional(field, make, message)
     }
 
     /// A field that may be absent (or null); nil when absent or invalid.
-    mutating func optional<Raw: Decodable, Value>(_ field: String, _ make: (Raw) -> Value?, _ message: String) -> Value? {
-        let key = Key(stringValue: field)
-        guard container.contains(key) else { return nil }
-        if (try? container.decodeNil(forKey: key)) == true { return nil }
-        guard let raw = try? container.decode(Raw.self, forKey: key), let value = make(raw) else {
+    mutating func optional<Raw: FieldValue, Value>(_ field: String, _ make: (Raw) -> Value?, _ message: String) -> Value? {
+        guard let value = value(of: field), value != .null else { return nil }
+        guard let raw = Raw(field: value), let made = make(raw) else {
             fail(field, message)
             return nil
         }
-        return value
+        return made
     }
 
     /// Throws when any field failed. After it returns, every `required`
@@ -158,7 +147,45 @@ struct FieldValidator {
     func finish() throws {
         if !errors.isEmpty { throw WalletError.validationFailed(errors) }
     }
+
+    /// The strict parser refuses duplicate members, so the first is the one.
+    private func value(of field: String) -> JSONValue? {
+        members.first { $0.key == field }?.value
+    }
 }
+
+/// What a field's JSON value may be read as: only its own JSON type, so a
+/// quoted number is not a number and a number with a fraction or an exponent
+/// is not an integer.
+protocol FieldValue {
+    init?(field: JSONValue)
+}
+
+extension String: FieldValue {
+    init?(field: JSONValue) {
+        guard case .string(let text) = field else { return nil }
+        self = text
+    }
+}
+
+extension JSONValue: FieldValue {
+    init?(field: JSONValue) { self = field }
+}
+
+extension FieldValue where Self: FixedWidthInteger {
+    /// Digits with an optional minus sign, within the type's range.
+    init?(field: JSONValue) {
+        guard case .number(let literal) = field else { return nil }
+        var digits = literal.utf8[...]
+        if digits.first == UInt8(ascii: "-") { digits = digits.dropFirst() }
+        guard !digits.isEmpty, digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+              let value = Self(literal, radix: 10) else { return nil }
+        self = value
+    }
+}
+
+extension Int: FieldValue {}
+extension Int64: FieldValue {}
 
 extension JSONValue {
     /// Compact JSON with object keys sorted at every depth and numbers as

@@ -101,7 +101,7 @@ struct WalletAPI: Sendable {
             let client = client(of: request)
             let json = try JSONBody.parse(request)
             let key = try idempotencyKey(request)
-            let body = try decodeValue(DebitBody.self, from: json)
+            let body = try DebitBody(json: json)
             let operation = LedgerStore.DebitOperation(
                 client: client.name, key: key, requestHash: SHA256.hash(body.canonicalText), userID: body.userID,
                 currency: body.currency, amount: body.amount, reason: body.reason,
@@ -236,18 +236,8 @@ struct WalletAPI: Sendable {
         return key
     }
 
-    private func decodeBody<T: Decodable>(_ type: T.Type, from request: Request) throws -> T {
-        try decodeValue(type, from: try JSONBody.parse(request))
-    }
-
-    private func decodeValue<T: Decodable>(_ type: T.Type, from json: JSONValue) throws -> T {
-        do {
-            return try JSONValueDecoder().decode(type, from: json)
-        } catch let error as WalletError {
-            throw error
-        } catch {
-            throw WalletError.validationFailed([FieldError(field: "body", message: "does not have the documented shape")])
-        }
+    private func decodeBody<T: RequestBody>(_ type: T.Type, from request: Request) throws -> T {
+        try T(json: try JSONBody.parse(request))
     }
 
     private func pathUserID(_ request: Request) throws -> UserID {

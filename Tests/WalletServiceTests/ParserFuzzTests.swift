@@ -148,10 +148,10 @@ import WalletCore
         let debits = Self.debitBodies.map { Array($0.utf8) }
         // The bases themselves decode, or the mutants would prove nothing.
         for body in credits {
-            #expect(throws: Never.self) { try JSONValueDecoder().decode(CreditBody.self, from: try JSONParser.parse(body)) }
+            #expect(throws: Never.self) { try CreditBody(json: try JSONParser.parse(body)) }
         }
         for body in debits {
-            #expect(throws: Never.self) { try JSONValueDecoder().decode(DebitBody.self, from: try JSONParser.parse(body)) }
+            #expect(throws: Never.self) { try DebitBody(json: try JSONParser.parse(body)) }
         }
 
         var random = SplitMix64(seed: Self.jsonSeed)
@@ -214,7 +214,7 @@ import WalletCore
 
     /// Decodes a credit body and returns the rule it breaks, if any.
     static func decodeCredit(_ value: JSONValue) throws -> String? {
-        let body = try JSONValueDecoder().decode(CreditBody.self, from: value)
+        let body = try CreditBody(json: value)
         guard case .object(let members) = value,
               members.allSatisfy({ CreditBody.members.contains($0.key) }) else { return "a credit with unknown members" }
         guard value["user_id"] == .string(body.userID.rawValue), value["flow_no"] == .string(body.flowNo.rawValue),
@@ -239,7 +239,7 @@ import WalletCore
 
     /// Decodes a debit body and returns the rule it breaks, if any.
     static func decodeDebit(_ value: JSONValue) throws -> String? {
-        let body = try JSONValueDecoder().decode(DebitBody.self, from: value)
+        let body = try DebitBody(json: value)
         guard case .object(let members) = value,
               members.allSatisfy({ DebitBody.members.contains($0.key) }) else { return "a debit with unknown members" }
         guard (1...Amount.maximum).contains(body.amount.value), value["amount"] == JSONValue(body.amount.value) else {
@@ -412,4 +412,29 @@ import WalletCore
         // the chain check, not only the parser, was put to work.
         #expect(parsed > 500)
     }
+
+    /// A field is read only as its own JSON type: integers are digits with
+    /// an optional minus sign and nothing else, and each bad field is named.
+    @Test func fieldsAreReadOnlyAsTheirOwnJSONType() throws {
+        func fields(_ json: String) -> [String] {
+            do {
+                _ = try DebitBody(json: try JSONParser.parse(Array(json.utf8)))
+                return []
+            } catch WalletError.validationFailed(let errors) {
+                return errors.map(\.field)
+            } catch {
+                return ["unexpected \(error)"]
+            }
+        }
+        #expect(fields(#"{"user_id":"u1","amount":5}"#) == [])
+        #expect(fields(#"{"user_id":"u1","amount":1000000000000,"currency":null,"reason":null}"#) == [])
+        for amount in ["5.0", "1e3", "\"5\"", "-0", "-5", "0", "true", "[5]", "1000000000001", "99999999999999999999"] {
+            #expect(fields(#"{"user_id":"u1","amount":\#(amount)}"#) == ["amount"], "amount \(amount)")
+        }
+        #expect(fields(#"{"user_id":5,"amount":null}"#) == ["user_id", "amount"])
+        #expect(fields(#"{"amount":5,"colour":"red"}"#) == ["colour", "user_id"])
+        #expect(fields(#"[{"user_id":"u1","amount":5}]"#) == ["body"])
+        #expect(fields(#"{"user_id":"u1","amount":5,"metadata":[1]}"#) == ["metadata"])
+    }
+
 }

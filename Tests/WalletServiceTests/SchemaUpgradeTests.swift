@@ -93,7 +93,7 @@ struct SchemaUpgradeTests {
         // service gives these requests.
         #expect(try Self.previousCredit("p-1", user: "dana", on: connection) == "credited")
         func hash(_ json: String) throws -> ByteA {
-            let body = try JSONValueDecoder().decode(DebitBody.self, from: try JSONParser.parse(Array(json.utf8)))
+            let body = try DebitBody(json: try JSONParser.parse(Array(json.utf8)))
             return ByteA(SHA256.hash(body.canonicalText))
         }
         func previousDebit(_ key: String, _ amount: Int64, requestID: String) throws -> String? {

@@ -1,4 +1,5 @@
 import Foundation
+public import HTTPServer
 
 /// Decodes `Decodable` types from a parsed ``JSONValue`` with strict scalar rules:
 ///
@@ -33,14 +34,14 @@ final class StrictDecoder: Decoder {
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
         guard case .object(let members) = value else {
-            throw mismatch([String: JSONValue].self, "expected an object, found \(value.kindDescription)")
+            throw mismatch([String: JSONValue].self, "expected an object, found \(value.kind)")
         }
         return KeyedDecodingContainer(StrictKeyedContainer<Key>(members: members, codingPath: codingPath))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
         guard case .array(let elements) = value else {
-            throw mismatch([JSONValue].self, "expected an array, found \(value.kindDescription)")
+            throw mismatch([JSONValue].self, "expected an array, found \(value.kind)")
         }
         return StrictUnkeyedContainer(elements: elements, codingPath: codingPath)
     }
@@ -60,7 +61,7 @@ final class StrictDecoder: Decoder {
     func decodeBool() throws -> Bool {
         try rejectNull(Bool.self)
         guard case .bool(let b) = value else {
-            throw mismatch(Bool.self, "expected true or false, found \(value.kindDescription)")
+            throw mismatch(Bool.self, "expected true or false, found \(value.kind)")
         }
         return b
     }
@@ -68,7 +69,7 @@ final class StrictDecoder: Decoder {
     func decodeString() throws -> String {
         try rejectNull(String.self)
         guard case .string(let s) = value else {
-            throw mismatch(String.self, "expected a string, found \(value.kindDescription)")
+            throw mismatch(String.self, "expected a string, found \(value.kind)")
         }
         return s
     }
@@ -76,7 +77,7 @@ final class StrictDecoder: Decoder {
     func decodeInteger<T: FixedWidthInteger>(_ type: T.Type) throws -> T {
         try rejectNull(T.self)
         guard case .number(let literal) = value else {
-            throw mismatch(T.self, "expected an integer, found \(value.kindDescription)")
+            throw mismatch(T.self, "expected an integer, found \(value.kind)")
         }
         guard Self.isIntegerLiteral(literal) else {
             throw mismatch(T.self, "expected an integer, found \(Self.clipped(literal))")
@@ -93,7 +94,7 @@ final class StrictDecoder: Decoder {
     func decodeFloatingPoint<T: BinaryFloatingPoint & LosslessStringConvertible>(_ type: T.Type) throws -> T {
         try rejectNull(T.self)
         guard case .number(let literal) = value else {
-            throw mismatch(T.self, "expected a number, found \(value.kindDescription)")
+            throw mismatch(T.self, "expected a number, found \(value.kind)")
         }
         guard let result = T(literal), result.isFinite else {
             throw DecodingError.dataCorrupted(.init(
@@ -105,7 +106,7 @@ final class StrictDecoder: Decoder {
     private func decodeDecimal() throws -> Decimal {
         try rejectNull(Decimal.self)
         guard case .number(let literal) = value else {
-            throw mismatch(Decimal.self, "expected a number, found \(value.kindDescription)")
+            throw mismatch(Decimal.self, "expected a number, found \(value.kind)")
         }
         guard let result = Decimal(string: literal, locale: nil), !result.isNaN else {
             throw DecodingError.dataCorrupted(.init(
@@ -281,5 +282,111 @@ private struct StrictUnkeyedContainer: UnkeyedDecodingContainer {
 
     mutating func superDecoder() throws -> any Decoder {
         try next((any Decoder).self) { $0 }
+    }
+}
+
+// MARK: - Codable
+
+/// Coding keys for arbitrary object members and array positions.
+struct JSONKey: CodingKey {
+    let stringValue: String
+    let intValue: Int?
+
+    init(stringValue: String) {
+        self.stringValue = stringValue
+        self.intValue = nil
+    }
+
+    init(intValue: Int) {
+        self.stringValue = String(intValue)
+        self.intValue = intValue
+    }
+}
+
+extension JSONValue: Codable {
+    /// Through ``JSONValueDecoder`` the value arrives as parsed. Through other
+    /// decoders (Foundation's `JSONDecoder`) number literals and member order
+    /// are reconstructed as well as those decoders allow.
+    public init(from decoder: any Decoder) throws {
+        if let strict = decoder as? StrictDecoder {
+            self = strict.value
+            return
+        }
+        if let container = try? decoder.container(keyedBy: JSONKey.self) {
+            var members: [(key: String, value: JSONValue)] = []
+            for key in container.allKeys.sorted(by: { $0.stringValue < $1.stringValue }) {
+                members.append((key.stringValue, try container.decode(JSONValue.self, forKey: key)))
+            }
+            self = .object(members)
+            return
+        }
+        if var container = try? decoder.unkeyedContainer() {
+            var elements: [JSONValue] = []
+            while !container.isAtEnd {
+                elements.append(try container.decode(JSONValue.self))
+            }
+            self = .array(elements)
+            return
+        }
+        let single = try decoder.singleValueContainer()
+        if single.decodeNil() {
+            self = .null
+        } else if let b = try? single.decode(Bool.self) {
+            self = .bool(b)
+        } else if let i = try? single.decode(Int64.self) {
+            self = .number(String(i))
+        } else if let u = try? single.decode(UInt64.self) {
+            self = .number(String(u))
+        } else if let d = try? single.decode(Double.self) {
+            self = .number(String(d))
+        } else {
+            self = .string(try single.decode(String.self))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        switch self {
+        case .null:
+            var c = encoder.singleValueContainer()
+            try c.encodeNil()
+        case .bool(let b):
+            var c = encoder.singleValueContainer()
+            try c.encode(b)
+        case .number(let literal):
+            var c = encoder.singleValueContainer()
+            if let i = Int64(literal) {
+                try c.encode(i)
+            } else if let u = UInt64(literal) {
+                try c.encode(u)
+            } else if let d = Decimal(string: literal, locale: nil) {
+                try c.encode(d)
+            } else {
+                throw EncodingError.invalidValue(
+                    literal, .init(codingPath: encoder.codingPath, debugDescription: "not a JSON number literal"))
+            }
+        case .string(let s):
+            var c = encoder.singleValueContainer()
+            try c.encode(s)
+        case .array(let elements):
+            var c = encoder.unkeyedContainer()
+            for element in elements { try c.encode(element) }
+        case .object(let members):
+            var c = encoder.container(keyedBy: JSONKey.self)
+            for member in members { try c.encode(member.value, forKey: JSONKey(stringValue: member.key)) }
+        }
+    }
+}
+
+extension JSONValue {
+    /// What the value is, for an error message.
+    var kind: String {
+        switch self {
+        case .null: "null"
+        case .bool: "a boolean"
+        case .number: "a number"
+        case .string: "a string"
+        case .array: "an array"
+        case .object: "an object"
+        }
     }
 }
