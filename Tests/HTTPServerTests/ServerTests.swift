@@ -192,6 +192,21 @@ struct ServerTests {
         #expect(fits.status == 200)
     }
 
+    /// At 16 KiB (the test server's limit and the service's default) the
+    /// connection's memory pool, sized from the limit, still holds headers
+    /// just under it, and the server, not the library, refuses those over it.
+    @Test func headersAtTheDefaultLimitFitTheConnectionPool() throws {
+        let test = try TestServer(routes: Self.echoRoutes)
+        defer { test.server.shutdown() }
+        let client = try test.client()
+        let fits = try client.request(method: "GET", path: "/health",
+                                      headers: (0..<3).map { ("X-Padding-\($0)", String(repeating: "p", count: 5_000)) })
+        #expect(fits.status == 200)
+        let over = try test.client().request(method: "GET", path: "/health",
+                                             headers: (0..<4).map { ("X-Padding-\($0)", String(repeating: "p", count: 5_000)) })
+        try expectProblem(over, status: 431, code: "headers_too_large")
+    }
+
     @Test func connectionsBeyondTheLimitWaitForASlot() throws {
         let test = try TestServer(configure: { $0.maxConnections = 2; $0.threads = 2 }, routes: Self.echoRoutes)
         defer { test.server.shutdown() }
