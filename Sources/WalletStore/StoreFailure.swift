@@ -16,7 +16,8 @@ public enum StoreFailure: Equatable, Sendable {
     /// committed, but the caller should come back later.
     case busy
     /// A concurrent transaction committed one of the batch's flowNOs or keys
-    /// first (WL008): nothing committed, and a retry finds the committed row.
+    /// first (WL008, or a unique violation on an idempotency key): nothing
+    /// committed, and a retry finds the committed row.
     case conflict
     /// The deadline passed, or no connection came free, before anything was
     /// sent.
@@ -37,6 +38,7 @@ public enum StoreFailure: Equatable, Sendable {
             switch error.sqlState {
             case .lockNotAvailable?: self = .busy
             case .concurrentTake?: self = .conflict
+            case .uniqueViolation? where error.constraint == "idempotency_keys_pkey": self = .conflict
             default: self = .rejected
             }
         }

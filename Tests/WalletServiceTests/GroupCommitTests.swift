@@ -341,6 +341,11 @@ struct GroupCommitTests {
         // The server said ERROR: nothing committed.
         #expect(failure(.server, SQLState.lockNotAvailable, sent: true) == .busy)
         #expect(failure(.server, SQLState.concurrentTake, sent: true) == .conflict)
+        // debit_many inserts keys plainly: another transaction's key is a race too.
+        #expect(StoreFailure(PostgresError(kind: .server, sqlState: .uniqueViolation, constraint: "idempotency_keys_pkey",
+                                           sent: true)) == .conflict)
+        #expect(StoreFailure(PostgresError(kind: .server, sqlState: .uniqueViolation, constraint: "entries_pkey",
+                                           sent: true)) == .rejected)
         #expect(failure(.server, SQLState.checkViolation, sent: true) == .rejected)
         #expect(failure(.transaction(.commit), SQLState.serializationFailure, sent: true) == .rejected)
 
