@@ -115,7 +115,7 @@ final class Metrics: Sendable, StoreMetrics {
     }
 
     /// The Prometheus text exposition.
-    func render(pool: Ledger.PoolStatistics?, writerQueueDepth: Int) -> String {
+    func render(pool: Ledger.PoolStatistics?, writerQueueDepth: Int, readQueueDepth: Int = 0) -> String {
         let snapshot = state.withLock { $0 }
         var out = ""
         out += "# HELP wallet_http_requests_total HTTP requests by route, method and status class.\n"
@@ -161,6 +161,8 @@ final class Metrics: Sendable, StoreMetrics {
         }
         out += "# HELP wallet_writer_queue_depth Operations waiting for a database writer.\n"
         out += "# TYPE wallet_writer_queue_depth gauge\nwallet_writer_queue_depth \(writerQueueDepth)\n"
+        out += "# HELP wallet_read_queue_depth Balance reads waiting for the next batched query.\n"
+        out += "# TYPE wallet_read_queue_depth gauge\nwallet_read_queue_depth \(readQueueDepth)\n"
         out += "# HELP wallet_uptime_seconds Seconds since the service started.\n"
         out += "# TYPE wallet_uptime_seconds gauge\nwallet_uptime_seconds \(Int(Date().timeIntervalSince(started)))\n"
         return out

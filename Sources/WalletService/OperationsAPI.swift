@@ -14,7 +14,8 @@ struct OperationsAPI: Sendable {
         router.add("GET", "/healthz", sync: { _ in .json(ResponseBody.status("ok")) })
         router.add("GET", "/readyz", sync: readyz)
         router.add("GET", "/metrics", sync: { _ in
-            .text(metrics.render(pool: ledger.poolStatistics, writerQueueDepth: ledger.groupCommit.queueDepth),
+            .text(metrics.render(pool: ledger.poolStatistics, writerQueueDepth: ledger.groupCommit.queueDepth,
+                                 readQueueDepth: ledger.balanceReadQueueDepth),
                   contentType: "text/plain; version=0.0.4; charset=utf-8")
         })
         router.add("GET", "/openapi.json", sync: { _ in

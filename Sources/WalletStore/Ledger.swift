@@ -89,6 +89,9 @@ public final class Ledger: Sendable {
         pool.shutdown()
     }
 
+    /// Balance reads waiting for the next batched query.
+    public var balanceReadQueueDepth: Int { balanceReads.queueDepth }
+
     public var poolStatistics: PoolStatistics {
         let statistics = pool.statistics
         return PoolStatistics(open: statistics.open, inUse: statistics.inUse, waiting: statistics.waiting,

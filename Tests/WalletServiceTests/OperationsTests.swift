@@ -31,6 +31,8 @@ struct OperationsTests {
         #expect(text.contains("wallet_db_pool_connections "))
         #expect(text.contains("wallet_db_pool_waiting "))
         #expect(text.contains(#"wallet_batch_operations_count{operation="credit"} 1"#))
+        #expect(text.contains("wallet_writer_queue_depth 0\n"))
+        #expect(text.contains("wallet_read_queue_depth 0\n"))
         // Every sample line is `name{labels} value` with a wallet_ prefix.
         for line in text.split(separator: "\n") where !line.hasPrefix("#") {
             #expect(line.hasPrefix("wallet_"), "\(line)")
