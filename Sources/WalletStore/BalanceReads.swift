@@ -66,15 +66,8 @@ final class BalanceReads: Sendable {
     }
 
     private func answer(_ batch: [Item]) {
-        let cutoff = ContinuousClock.now + Self.sendTimeMin
-        var live: [Item] = []
-        live.reserveCapacity(batch.count)
-        for item in batch {
-            if item.deadline <= cutoff {
-                item.completion(.failure(WalletError.databaseUnavailable))
-            } else {
-                live.append(item)
-            }
+        let live = answeringExpired(batch, sendTimeMin: Self.sendTimeMin, deadline: \.deadline) {
+            $0.completion(.failure(WalletError.databaseUnavailable))
         }
         // Queued in order, so the first has the earliest deadline.
         guard let deadline = live.first?.deadline else { return }

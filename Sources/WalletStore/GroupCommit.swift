@@ -182,20 +182,11 @@ public final class GroupCommit: Sendable {
     static let sendTimeMin = Duration.milliseconds(500)
 
     /// Answers the items whose caller has given up, or has less than
-    /// `sendTimeMin` left, without running them (nothing of theirs was
-    /// sent: `database_unavailable`), and returns the others.
+    /// `sendTimeMin` left, without running them, and returns the others.
     private func answerExpired(_ items: [Item]) -> [Item] {
-        let cutoff = ContinuousClock.now + Self.sendTimeMin
-        var live: [Item] = []
-        live.reserveCapacity(items.count)
-        for item in items {
-            if item.deadline <= cutoff {
-                item.completion(.failure(WalletError.databaseUnavailable))
-            } else {
-                live.append(item)
-            }
+        answeringExpired(items, sendTimeMin: Self.sendTimeMin, deadline: \.deadline) {
+            $0.completion(.failure(WalletError.databaseUnavailable))
         }
-        return live
     }
 
     /// One operation in its own transaction. When another transaction took
@@ -255,4 +246,22 @@ public final class GroupCommit: Sendable {
         for (entry, result) in zip(debits, debitResults) { outcomes[entry.position] = .debit(result) }
         return outcomes.map { $0! }
     }
+}
+
+/// Of queued work, answers through `refuse` the items with less than
+/// `sendTimeMin` left before their deadline (nothing of theirs was sent, so
+/// the answer is `database_unavailable`), and returns the others in order.
+func answeringExpired<Item>(_ items: [Item], sendTimeMin: Duration, deadline: KeyPath<Item, ContinuousClock.Instant>,
+                            refuse: (Item) -> Void) -> [Item] {
+    let cutoff = ContinuousClock.now + sendTimeMin
+    var live: [Item] = []
+    live.reserveCapacity(items.count)
+    for item in items {
+        if item[keyPath: deadline] <= cutoff {
+            refuse(item)
+        } else {
+            live.append(item)
+        }
+    }
+    return live
 }

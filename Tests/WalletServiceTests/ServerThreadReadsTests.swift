@@ -20,11 +20,7 @@ struct ServerThreadReadsTests {
     @Test func aStalledDatabaseCostsOneBoundedWaitPerQuietPeriod() throws {
         let silent = try SilentListener()
         defer { silent.stop() }
-        var connection = Connection.Options(conninfo: "host=127.0.0.1 port=\(silent.port) dbname=wallet user=wallet")
-        connection.connectTimeoutSeconds = 30
-        var configuration = ConnectionPool.Configuration(connection: connection)
-        configuration.maximumConnections = 4
-        let pool = ConnectionPool(configuration: configuration, logger: Logger(label: "test", level: .error, sink: .discard))
+        let pool = silent.pool()
         defer { pool.shutdown() }
         let metrics = Metrics()
         let reads = ServerThreadReads(pool: pool, metrics: metrics)
@@ -53,11 +49,7 @@ struct ServerThreadReadsTests {
     @Test func batchedBalanceReadsShareOneBoundedWait() throws {
         let silent = try SilentListener()
         defer { silent.stop() }
-        var connection = Connection.Options(conninfo: "host=127.0.0.1 port=\(silent.port) dbname=wallet user=wallet")
-        connection.connectTimeoutSeconds = 30
-        var configuration = ConnectionPool.Configuration(connection: connection)
-        configuration.maximumConnections = 4
-        let pool = ConnectionPool(configuration: configuration, logger: Logger(label: "test", level: .error, sink: .discard))
+        let pool = silent.pool()
         defer { pool.shutdown() }
         let reads = BalanceReads(reads: ServerThreadReads(pool: pool, metrics: Metrics()))
         defer { reads.shutdown(timeoutSeconds: 5) }
@@ -87,6 +79,15 @@ struct ServerThreadReadsTests {
 
 /// A TCP listener that accepts connections and never reads or writes.
 final class SilentListener: Sendable {
+    /// A pool of four connections to this listener.
+    func pool() -> ConnectionPool {
+        var connection = Connection.Options(conninfo: "host=127.0.0.1 port=\(port) dbname=wallet user=wallet")
+        connection.connectTimeoutSeconds = 30
+        var configuration = ConnectionPool.Configuration(connection: connection)
+        configuration.maximumConnections = 4
+        return ConnectionPool(configuration: configuration, logger: Logger(label: "test", level: .error, sink: .discard))
+    }
+
     let port: UInt16
     private let descriptor: Int32
     private let acceptedCount = Atomic<Int>(0)
