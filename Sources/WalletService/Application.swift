@@ -145,18 +145,23 @@ public func buildApplication(configuration: Configuration, logger: Logger) throw
 final class Readiness: Sendable {
     /// Read by every request's gate: an atomic load, no lock.
     private let schemaReady = Atomic<Bool>(false)
-    /// Only for `waitForSchema`; the flag is set under it so no waiter misses it.
-    private let waiters = Monitor(())
+    /// The same flag, for `waitForSchema`, set under its lock so no waiter
+    /// misses it. (Not an empty state: the thread sanitizer places an
+    /// access to a zero-sized property on its neighbour and reports a race.)
+    private let waiters = Monitor(false)
 
     var isSchemaReady: Bool { schemaReady.load(ordering: .acquiring) }
 
     func markSchemaReady() {
-        waiters.withLock { _ in schemaReady.store(true, ordering: .releasing) }
+        waiters.withLock { ready in
+            schemaReady.store(true, ordering: .releasing)
+            ready = true
+        }
         waiters.broadcast()
     }
 
     func waitForSchema(timeoutSeconds: Double) -> Bool {
-        waiters.wait(until: .now + .seconds(timeoutSeconds)) { _ in isSchemaReady }
+        waiters.wait(until: .now + .seconds(timeoutSeconds)) { $0 }
     }
 }
 
