@@ -471,9 +471,9 @@ struct BodyFraming {
     init(_ headers: Headers) {
         let transferEncoding = headers["transfer-encoding"]
         let contentLengths = headers.values(for: "content-length")
-        contentLength = contentLengths.first.flatMap { UInt64($0.trimmed()) } ?? 0
+        contentLength = contentLengths.first.flatMap { UInt64($0[...].trimmingOptionalWhitespace) } ?? 0
         hasBody = transferEncoding != nil || contentLength > 0
-        if let transferEncoding, transferEncoding.trimmed().lowercased() != "chunked" {
+        if let transferEncoding, transferEncoding[...].trimmingOptionalWhitespace.lowercased() != "chunked" {
             // libmicrohttpd 0.9.75 would read any other coding as an endless body.
             problem = Problem(
                 status: 501, code: "unsupported_transfer_encoding",
@@ -508,12 +508,14 @@ private enum RawHeader {
     }
 }
 
-extension String {
-    /// Without surrounding spaces and tabs (HTTP optional whitespace).
-    func trimmed() -> String {
-        var view = Substring(self)
+extension Substring {
+    /// Without the spaces and tabs around it (HTTP's optional whitespace).
+    /// Foundation's `trimmingCharacters` would bridge through `NSString`,
+    /// which on a request path costs a few percent of the CPU.
+    public var trimmingOptionalWhitespace: Substring {
+        var view = self
         while let first = view.first, first == " " || first == "\t" { view = view.dropFirst() }
         while let last = view.last, last == " " || last == "\t" { view = view.dropLast() }
-        return String(view)
+        return view
     }
 }

@@ -105,14 +105,14 @@ struct DebitBody: RequestBody {
 
 /// Collects field errors while reading one JSON object.
 struct FieldValidator {
-    private let members: [(key: String, value: JSONValue)]
+    private let object: JSONValue
     private(set) var errors: [FieldError] = []
 
     init(_ json: JSONValue, allowed: Set<String>) throws {
         guard case .object(let members) = json else {
             throw WalletError.validationFailed([FieldError(field: "body", message: "must be a JSON object")])
         }
-        self.members = members
+        object = json
         for member in members where !allowed.contains(member.key) {
             errors.append(FieldError(field: member.key, message: "is not a known field"))
         }
@@ -124,7 +124,7 @@ struct FieldValidator {
 
     /// A field that must be present and valid; nil after recording an error.
     mutating func required<Raw: FieldValue, Value>(_ field: String, _ make: (Raw) -> Value?, _ message: String) -> Value? {
-        guard let value = value(of: field), value != .null else {
+        guard let value = object[field], value != .null else {
             fail(field, "is required")
             return nil
         }
@@ -134,7 +134,7 @@ struct FieldValidator {
 
     /// A field that may be absent (or null); nil when absent or invalid.
     mutating func optional<Raw: FieldValue, Value>(_ field: String, _ make: (Raw) -> Value?, _ message: String) -> Value? {
-        guard let value = value(of: field), value != .null else { return nil }
+        guard let value = object[field], value != .null else { return nil }
         guard let raw = Raw(field: value), let made = make(raw) else {
             fail(field, message)
             return nil
@@ -146,11 +146,6 @@ struct FieldValidator {
     /// value is non-nil.
     func finish() throws {
         if !errors.isEmpty { throw WalletError.validationFailed(errors) }
-    }
-
-    /// The strict parser refuses duplicate members, so the first is the one.
-    private func value(of field: String) -> JSONValue? {
-        members.first { $0.key == field }?.value
     }
 }
 
