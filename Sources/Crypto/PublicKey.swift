@@ -85,7 +85,7 @@ public final class PublicKey: @unchecked Sendable {
         return written == length ? der : nil
     }
 
-    private static func isP256(_ pkey: OpaquePointer) -> Bool {
+    static func isP256(_ pkey: OpaquePointer) -> Bool {
         guard EVP_PKEY_get_base_id(pkey) == EVP_PKEY_EC else { return false }
         var name = [CChar](repeating: 0, count: 64)
         var length = 0

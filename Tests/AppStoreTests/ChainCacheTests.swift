@@ -16,7 +16,7 @@ import Testing
         for index in 0..<20 {
             var transaction = FakeAppStore.transaction(transactionID: "junk-\(index)")
             transaction["price"] = index
-            let junk = store.sign(transaction) { stranger.signES256(Array($0.utf8)) }
+            let junk = store.sign(transaction) { stranger.sign(Array($0.utf8)) }
             #expect(verificationError { try verifier.verifyTransaction(junk) }?.reason == .bad_signature)
         }
         #expect(verifier.chainCache.verificationCount == 0)

@@ -357,14 +357,14 @@ import Testing
         let store = try FakeAppStore()
         let transaction = FakeAppStore.transaction()
 
-        let der = store.sign(transaction) { store.leafKey.signES256DER(Array($0.utf8)) }
+        let der = store.sign(transaction) { store.leafKey.signDER(Array($0.utf8)) }
         #expect(reason(store, der) == .bad_signature)
 
         let otherKey = PrivateKey()
-        let wrongKey = store.sign(transaction) { otherKey.signES256(Array($0.utf8)) }
+        let wrongKey = store.sign(transaction) { otherKey.sign(Array($0.utf8)) }
         #expect(reason(store, wrongKey) == .bad_signature)
 
-        let short = store.sign(transaction) { Array(store.leafKey.signES256(Array($0.utf8)).prefix(63)) }
+        let short = store.sign(transaction) { Array(store.leafKey.sign(Array($0.utf8)).prefix(63)) }
         #expect(reason(store, short) == .bad_signature)
 
         let zero = store.sign(transaction) { _ in [UInt8](repeating: 0, count: 64) }
@@ -478,7 +478,7 @@ import Testing
         let store = try FakeAppStore(options)
         let other = try FakeAppStore()
         let everythingWrong = FakeAppStore.transaction(bundleID: "com.example.other", environment: "Xcode")
-        let derSigned = store.sign(everythingWrong) { store.leafKey.signES256DER(Array($0.utf8)) }
+        let derSigned = store.sign(everythingWrong) { store.leafKey.signDER(Array($0.utf8)) }
 
         // The signature comes first: it is the cheapest check that anyone
         // without Apple's key fails.
@@ -488,7 +488,7 @@ import Testing
         #expect(reason(store, signed, verifier: other.verifier()) == .untrusted_root)
         #expect(reason(store, signed) == .missing_apple_oid)
         let noMarkerCheck = try FakeAppStore()
-        let signedWrongly = noMarkerCheck.sign(everythingWrong) { noMarkerCheck.leafKey.signES256DER(Array($0.utf8)) }
+        let signedWrongly = noMarkerCheck.sign(everythingWrong) { noMarkerCheck.leafKey.signDER(Array($0.utf8)) }
         #expect(reason(noMarkerCheck, signedWrongly) == .bad_signature)
         #expect(reason(noMarkerCheck, noMarkerCheck.sign(everythingWrong)) == .bundle_mismatch)
         #expect(reason(noMarkerCheck, noMarkerCheck.sign(everythingWrong, alg: "HS256")) == .bad_algorithm)

@@ -9,7 +9,7 @@ import Testing
     func rawSignatureRoundTrip() {
         let key = PrivateKey()
         #expect(key.publicKey.isP256)
-        let signature = key.signES256(message)
+        let signature = key.sign(message)
         #expect(signature.count == 64)
         #expect(key.publicKey.verifyES256(rawSignature: signature, message: message))
         #expect(key.publicKey.verifyES256(rawSignature: signature, message: "header.payload".utf8))
@@ -18,7 +18,7 @@ import Testing
     @Test(.timeLimit(.minutes(1)))
     func derSignatureIsRejected() {
         let key = PrivateKey()
-        let der = key.signES256DER(message)
+        let der = key.signDER(message)
         // The DER form is valid ECDSA, but ES256 in JOSE is r‖s only.
         #expect(der.first == 0x30)
         #expect(!key.publicKey.verifyES256(rawSignature: der, message: message))
@@ -28,7 +28,7 @@ import Testing
     func wrongKeyMessageOrLengthIsRejected() {
         let key = PrivateKey()
         let other = PrivateKey()
-        let signature = key.signES256(message)
+        let signature = key.sign(message)
         #expect(!other.publicKey.verifyES256(rawSignature: signature, message: message))
         #expect(!key.publicKey.verifyES256(rawSignature: signature, message: Array("header.payloaD".utf8)))
         #expect(!key.publicKey.verifyES256(rawSignature: Array(signature.dropLast()), message: message))

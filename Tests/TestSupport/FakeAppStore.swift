@@ -107,7 +107,7 @@ public struct FakeAppStore {
 
     public func sign(headerJSON: [UInt8], payloadJSON: [UInt8], signer: ((String) -> [UInt8])? = nil) -> String {
         let signingInput = Base64URL.encode(headerJSON) + "." + Base64URL.encode(payloadJSON)
-        let signature = signer?(signingInput) ?? leafKey.signES256(Array(signingInput.utf8))
+        let signature = signer?(signingInput) ?? leafKey.sign(Array(signingInput.utf8))
         return signingInput + "." + Base64URL.encode(signature)
     }
 
