@@ -12,15 +12,19 @@ import FoundationNetworking
 /// not followed; the caller sees the 3xx status instead.
 final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     enum Outcome: Sendable {
-        /// HTTP 200 and its whole body.
-        case body(Data)
-        /// Anything else, in words for logs.
+        /// An HTTP answer: its status, its `Retry-After` header, and its
+        /// whole body.
+        case response(status: Int, retryAfter: String?, body: Data)
+        /// No answer (no connection, the time limit, a body too large), in
+        /// words for logs.
         case failure(String)
     }
 
     private let responseBytesMax: Int
     private struct State: Sendable {
         var received = Data()
+        var status = 0
+        var retryAfter: String?
         /// The first outcome; the caller waits for it.
         var outcome: Outcome?
     }
@@ -34,7 +38,7 @@ final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable 
     }
 
     /// Sends `request` and waits for the answer until `deadline`, never longer.
-    static func post(_ request: URLRequest, responseBytesMax: Int, deadline: ContinuousClock.Instant) -> Outcome {
+    static func send(_ request: URLRequest, responseBytesMax: Int, deadline: ContinuousClock.Instant) -> Outcome {
         let remaining = ContinuousClock.now.duration(to: deadline)
         guard remaining > .zero else { return .failure("no time was left to ask") }
         let remainingSeconds = Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18
@@ -87,10 +91,9 @@ final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable 
             completionHandler(.cancel)
             return
         }
-        guard http.statusCode == 200 else {
-            finish(.failure("HTTP status \(http.statusCode)"))
-            completionHandler(.cancel)
-            return
+        state.withLock { state in
+            state.status = http.statusCode
+            state.retryAfter = http.value(forHTTPHeaderField: "Retry-After")
         }
         guard http.expectedContentLength <= Int64(responseBytesMax) else {
             finish(.failure("the answer announces more than \(responseBytesMax) bytes"))
@@ -117,8 +120,8 @@ final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable 
             let code = (error as? URLError).map { " (URLError \($0.code.rawValue))" } ?? ""
             finish(.failure("the request failed\(code)"))
         } else {
-            let body = state.withLock { $0.received }
-            finish(.body(body))
+            let answer = state.withLock { ($0.status, $0.retryAfter, $0.received) }
+            finish(.response(status: answer.0, retryAfter: answer.1, body: answer.2))
         }
     }
 
@@ -130,7 +133,7 @@ final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable 
         completionHandler: @Sendable @escaping (URLRequest?) -> Void
     ) {
         // Apple's endpoints do not redirect; following one would send the
-        // receipt and the shared secret somewhere else.
+        // receipt, the shared secret or a signed token somewhere else.
         completionHandler(nil)
     }
 }

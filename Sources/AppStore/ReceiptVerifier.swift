@@ -183,9 +183,11 @@ public struct ReceiptVerifier: Sendable {
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         request.setValue("application/json", forHTTPHeaderField: "Accept")
         let data: Data
-        switch HTTPExchange.post(request, responseBytesMax: configuration.responseBytesMax, deadline: deadline) {
-        case .body(let received):
+        switch HTTPExchange.send(request, responseBytesMax: configuration.responseBytesMax, deadline: deadline) {
+        case .response(200, _, let received):
             data = received
+        case .response(let status, _, _):
+            throw .unavailable("\(endpoint): HTTP status \(status)")
         case .failure(let detail):
             throw .unavailable("\(endpoint): \(detail)")
         }

@@ -1,0 +1,278 @@
+public import Crypto
+public import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A client of the App Store Server API: Get Transaction Info, Get
+/// Notification History and Send Consumption Information.
+///
+/// Every request carries a fresh ES256 token signed with the In-App
+/// Purchase key (`ServerAPIToken`). A call blocks its thread until it has an
+/// answer or its deadline passes, so it must not run on a server thread.
+///
+/// Retries: an HTTP 429 or 5xx, or no answer at all, is tried again after a
+/// pause (Apple's `Retry-After` when it gives one, else a doubling backoff),
+/// as long as the pause ends before the deadline. What is still failing then
+/// is `unavailable`. Any other status is final.
+public struct ServerAPIClient: Sendable {
+    /// The operations this client calls: the only values of the `endpoint`
+    /// metric label.
+    public enum Endpoint: String, Sendable, CaseIterable {
+        case getTransactionInfo = "get_transaction_info"
+        case getNotificationHistory = "get_notification_history"
+        case sendConsumptionInformation = "send_consumption_information"
+    }
+
+    /// An answer's class: the only values of the `status` metric label.
+    public enum StatusClass: String, Sendable, CaseIterable {
+        case success = "2xx"
+        case clientError = "4xx"
+        case serverError = "5xx"
+        /// No HTTP answer: no connection, the time limit, a body too large.
+        case error
+
+        init(status: Int) {
+            switch status {
+            case 200..<300: self = .success
+            case 500..<600: self = .serverError
+            default: self = .clientError
+            }
+        }
+    }
+
+    public struct Configuration: Sendable {
+        public var token: ServerAPIToken.Claims
+        public var productionURL: URL
+        public var sandboxURL: URL
+        /// The limit for one whole call, retries included.
+        public var timeoutSeconds: Double
+        /// Largest answer read. A history page holds at most 20 signed
+        /// notifications of a few kilobytes each.
+        public var responseBytesMax: Int
+
+        public static let appleProductionURL = URL(string: "https://api.storekit.itunes.apple.com")!
+        public static let appleSandboxURL = URL(string: "https://api.storekit-sandbox.apple.com")!
+
+        public init(token: ServerAPIToken.Claims, productionURL: URL = Self.appleProductionURL,
+                    sandboxURL: URL = Self.appleSandboxURL, timeoutSeconds: Double = 10,
+                    responseBytesMax: Int = 1 << 20) {
+            self.token = token
+            self.productionURL = productionURL
+            self.sandboxURL = sandboxURL
+            self.timeoutSeconds = timeoutSeconds
+            self.responseBytesMax = responseBytesMax
+        }
+    }
+
+    public enum APIError: Error, Sendable, Equatable, CustomStringConvertible {
+        /// HTTP 404, with Apple's `errorCode` when the body has one.
+        case notFound(errorCode: Int?)
+        /// Apple could not be asked or did not answer: no connection, the
+        /// time limit, or 429 and 5xx until the deadline. Nothing is known.
+        case unavailable(String)
+        /// Any other status: the request or the key is wrong (401 is the key).
+        case refused(status: Int, errorCode: Int?)
+        /// A success whose body is not what Apple documents.
+        case malformedAnswer(String)
+
+        public var description: String {
+            switch self {
+            case .notFound(let code): "not found (errorCode \(code.map(String.init) ?? "none"))"
+            case .unavailable(let detail): "unavailable: \(detail)"
+            case .refused(let status, let code): "HTTP \(status) (errorCode \(code.map(String.init) ?? "none"))"
+            case .malformedAnswer(let detail): "malformed answer: \(detail)"
+            }
+        }
+    }
+
+    /// One page of notification history.
+    public struct HistoryPage: Sendable, Equatable {
+        public var signedPayloads: [String]
+        public var hasMore: Bool
+        public var paginationToken: String?
+    }
+
+    /// Apple's errorCode for "no transaction with this id".
+    public static let transactionIDNotFound = 4_040_010
+    /// The longest pause honoured from `Retry-After`; a longer one is past
+    /// any deadline this client is given.
+    static let retryAfterSecondsMax = 60.0
+
+    public let configuration: Configuration
+    private let key: PrivateKey
+    /// Called after every HTTP exchange, retries included.
+    private let observe: @Sendable (Endpoint, StatusClass, Double) -> Void
+    /// Called on every 401.
+    private let unauthorized: @Sendable () -> Void
+
+    public init(configuration: Configuration, key: PrivateKey,
+                observe: @escaping @Sendable (Endpoint, StatusClass, Double) -> Void = { _, _, _ in },
+                unauthorized: @escaping @Sendable () -> Void = {}) {
+        precondition(configuration.timeoutSeconds.isFinite && configuration.timeoutSeconds > 0,
+                     "ServerAPIClient timeoutSeconds must be positive and finite")
+        self.configuration = configuration
+        self.key = key
+        self.observe = observe
+        self.unauthorized = unauthorized
+    }
+
+    /// A deadline `timeoutSeconds` from now.
+    public func deadline() -> ContinuousClock.Instant {
+        .now + .seconds(configuration.timeoutSeconds)
+    }
+
+    // MARK: Operations
+
+    /// Get Transaction Info: `signedTransactionInfo` for `transactionID`.
+    public func transactionInfo(_ transactionID: String, environment: Environment,
+                                deadline: ContinuousClock.Instant) throws(APIError) -> String {
+        let path = "/inApps/v1/transactions/" + Self.pathSegment(transactionID)
+        let body = try call(.getTransactionInfo, "GET", path, environment: environment, body: nil, deadline: deadline)
+        guard let object = Self.object(body), let signed = object["signedTransactionInfo"] as? String, !signed.isEmpty else {
+            throw .malformedAnswer("no signedTransactionInfo")
+        }
+        return signed
+    }
+
+    /// Get Notification History: one page of what Apple sent, or tried to
+    /// send, between `start` and `end`.
+    public func notificationHistory(environment: Environment, start: Date, end: Date, paginationToken: String?,
+                                    deadline: ContinuousClock.Instant) throws(APIError) -> HistoryPage {
+        var path = "/inApps/v1/notifications/history"
+        if let paginationToken {
+            path += "?paginationToken=" + Self.queryValue(paginationToken)
+        }
+        let request: [String: Any] = ["startDate": Self.milliseconds(start), "endDate": Self.milliseconds(end)]
+        let requestBody = (try? JSONSerialization.data(withJSONObject: request, options: [.sortedKeys])) ?? Data()
+        let body = try call(.getNotificationHistory, "POST", path, environment: environment, body: requestBody,
+                            deadline: deadline)
+        guard let object = Self.object(body), let items = object["notificationHistory"] as? [Any] else {
+            throw .malformedAnswer("no notificationHistory")
+        }
+        var payloads: [String] = []
+        for item in items {
+            guard let entry = item as? [String: Any], let payload = entry["signedPayload"] as? String else {
+                throw .malformedAnswer("a history item has no signedPayload")
+            }
+            payloads.append(payload)
+        }
+        let hasMore = (object["hasMore"] as? Bool) ?? false
+        let token = object["paginationToken"] as? String
+        if hasMore, token?.isEmpty ?? true {
+            throw .malformedAnswer("hasMore without a paginationToken")
+        }
+        return HistoryPage(signedPayloads: payloads, hasMore: hasMore, paginationToken: token)
+    }
+
+    /// Send Consumption Information (version 2): Apple answers 202.
+    public func sendConsumption(_ transactionID: String, environment: Environment, body: Data,
+                                deadline: ContinuousClock.Instant) throws(APIError) {
+        let path = "/inApps/v2/transactions/consumption/" + Self.pathSegment(transactionID)
+        _ = try call(.sendConsumptionInformation, "PUT", path, environment: environment, body: body, deadline: deadline)
+    }
+
+    // MARK: Exchanges
+
+    private func call(_ endpoint: Endpoint, _ method: String, _ path: String, environment: Environment, body: Data?,
+                      deadline: ContinuousClock.Instant) throws(APIError) -> Data {
+        let base = environment == .sandbox ? configuration.sandboxURL : configuration.productionURL
+        guard let url = URL(string: base.absoluteString.trimmingSuffix("/") + path) else {
+            throw .unavailable("the URL for \(endpoint.rawValue) is malformed")
+        }
+        var backoffSeconds = 0.25
+        var lastFailure = "no attempt was made"
+        // Bounded by the deadline: every pass waits or fails before it.
+        while ContinuousClock.now < deadline {
+            let token: String
+            do {
+                token = try ServerAPIToken.make(configuration.token, key: key, now: Date())
+            } catch {
+                throw .unavailable("the request could not be signed")
+            }
+            var request = URLRequest(url: url)
+            request.httpMethod = method
+            request.setValue("Bearer " + token, forHTTPHeaderField: "Authorization")
+            request.setValue("application/json", forHTTPHeaderField: "Accept")
+            if let body {
+                request.httpBody = body
+                request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            }
+            let started = ContinuousClock.now
+            let outcome = HTTPExchange.send(request, responseBytesMax: configuration.responseBytesMax, deadline: deadline)
+            let elapsed = started.duration(to: .now)
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+
+            var pauseSeconds = backoffSeconds
+            switch outcome {
+            case .failure(let detail):
+                observe(endpoint, .error, seconds)
+                lastFailure = detail
+            case .response(let status, let retryAfter, let answer):
+                observe(endpoint, StatusClass(status: status), seconds)
+                switch status {
+                case 200..<300:
+                    return answer
+                case 429, 500..<600:
+                    lastFailure = "HTTP status \(status)"
+                    if let wait = Self.retryAfterSeconds(retryAfter) { pauseSeconds = wait }
+                case 404:
+                    throw .notFound(errorCode: Self.errorCode(answer))
+                default:
+                    if status == 401 { unauthorized() }
+                    throw .refused(status: status, errorCode: Self.errorCode(answer))
+                }
+            }
+            let resume = ContinuousClock.now + .seconds(pauseSeconds)
+            guard resume < deadline else { break }
+            Thread.sleep(forTimeInterval: pauseSeconds)
+            backoffSeconds = min(backoffSeconds * 2, 4)
+        }
+        throw .unavailable("\(endpoint.rawValue): \(lastFailure)")
+    }
+
+    /// `Retry-After` as seconds: a number, or an HTTP date.
+    static func retryAfterSeconds(_ value: String?) -> Double? {
+        guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+        if let seconds = Int(value), seconds >= 0 { return min(Double(seconds), retryAfterSecondsMax) }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let date = formatter.date(from: value) else { return nil }
+        return min(max(date.timeIntervalSinceNow, 0), retryAfterSecondsMax)
+    }
+
+    static func errorCode(_ body: Data) -> Int? {
+        guard let object = object(body), let code = object["errorCode"] as? NSNumber else { return nil }
+        return code.intValue
+    }
+
+    static func object(_ body: Data) -> [String: Any]? {
+        (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
+    }
+
+    static func milliseconds(_ date: Date) -> Int64 {
+        Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+    }
+
+    /// Percent-encodes one path segment: everything but RFC 3986's unreserved set.
+    static func pathSegment(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? ""
+    }
+
+    static func queryValue(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? ""
+    }
+
+    private static let unreserved = CharacterSet(
+        charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+}
+
+extension String {
+    fileprivate func trimmingSuffix(_ suffix: String) -> String {
+        var text = self
+        while text.hasSuffix(suffix) { text.removeLast(suffix.count) }
+        return text
+    }
+}
