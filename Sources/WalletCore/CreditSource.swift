@@ -5,6 +5,9 @@ public enum CreditSource: String, Sendable, CaseIterable {
     case appStoreJWS = "appstore-jws"
     /// A StoreKit 1 receipt, verified with Apple's verifyReceipt.
     case appStoreReceipt = "appstore-receipt"
+    /// A bare transaction id, turned into a signed transaction by the App
+    /// Store Server API's Get Transaction Info and verified like one.
+    case appStoreAPI = "appstore-api"
     /// The calling app backend vouches for the purchase.
     case caller
 }

@@ -22,6 +22,9 @@ public enum WalletError: Error, Sendable, Equatable {
     case verificationFailed(reason: String, detail: String)
     /// Apple could not be asked right now.
     case verificationUnavailable
+    /// The caller made too many lookups of a kind that is limited; retry
+    /// after `retryAfterSeconds`.
+    case rateLimited(retryAfterSeconds: Int)
     /// PostgreSQL cannot be reached; retry after a moment.
     case databaseUnavailable
     /// Too much work is queued; retry after a moment.

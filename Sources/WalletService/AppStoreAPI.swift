@@ -9,13 +9,11 @@ import WalletStore
 /// No API key: the signed payload is the credential. Refunds and their
 /// reversals go through the same SQL functions as the admin scripts.
 struct AppStoreAPI: Sendable {
-    let ledger: Ledger
-    let verifier: SignedDataVerifier
+    let notifications: NotificationProcessor
     /// Where notifications are verified and applied, apart from the pool
     /// that asks Apple about receipts: junk here must not delay credits.
     let work: BlockingWork
     let metrics: Metrics
-    let readiness: Readiness
     let requestTimeoutSeconds: Int
     let logger: Logger
 
@@ -68,15 +66,43 @@ struct AppStoreAPI: Sendable {
 
     private func process(_ signedPayload: String, requestID: String,
                          deadline: ContinuousClock.Instant) throws -> Response {
+        let processed = try notifications.process(signedPayload, requestID: requestID, deadline: deadline)
+        return .json([
+            "notification_uuid": .string(processed.notificationUUID),
+            "notification_type": .string(processed.notificationType), "outcome": .string(processed.outcome),
+        ])
+    }
+}
+
+/// Verifies and applies one signed notification: for the push route and
+/// for reconciliation alike, so both treat a payload exactly the same way.
+struct NotificationProcessor: Sendable {
+    let ledger: Ledger
+    let verifier: SignedDataVerifier
+    let metrics: Metrics
+    let readiness: Readiness?
+    /// Whether a CONSUMPTION_REQUEST queues an answer to Apple.
+    let queueConsumption: Bool
+    let logger: Logger
+
+    struct Processed: Sendable {
+        var notificationUUID: String
+        var notificationType: String
+        var outcome: String
+    }
+
+    /// Throws `WalletError.verificationFailed` for a payload that does not
+    /// verify, and the store's errors for the database.
+    func process(_ signedPayload: String, requestID: String?, deadline: ContinuousClock.Instant) throws -> Processed {
         let notification: VerifiedNotification
         do {
             notification = try verifier.verifyNotification(signedPayload)
         } catch {
             metrics.countNotification(failure: .refused, reason: error.reason)
-            logger.warning("notification refused", ["request.id": requestID, "appstore.reason": error.reason.rawValue])
+            logger.warning("notification refused", ["request.id": requestID ?? "reconcile", "appstore.reason": error.reason.rawValue])
             throw WalletError.verificationFailed(reason: error.reason.rawValue, detail: error.detail)
         }
-        guard readiness.isSchemaReady else {
+        if let readiness, !readiness.isSchemaReady {
             metrics.countNotification(failure: .error)
             throw WalletError.databaseUnavailable
         }
@@ -92,19 +118,20 @@ struct AppStoreAPI: Sendable {
             payloadJSON: String(decoding: notification.payloadJSON, as: UTF8.self))
         let outcome: String
         do {
-            // By the request's own deadline: the queue and the signature
-            // checks have used part of its time already.
-            outcome = try ledger.applyNotification(record, deadline: deadline)
+            // By the caller's deadline: a queue and the signature checks may
+            // have used part of its time already.
+            outcome = try ledger.applyNotification(record, queueConsumption: queueConsumption, deadline: deadline)
         } catch {
             metrics.countNotification(failure: .error)
             throw error
         }
         metrics.countNotification(outcome: outcome)
-        logger.info("notification applied", ["request.id": requestID, "appstore.type": payload.notificationType,
+        if queueConsumption, outcome != "duplicate", payload.notificationType == "CONSUMPTION_REQUEST" {
+            metrics.countConsumption(.queued)
+        }
+        logger.info("notification applied", ["request.id": requestID ?? "reconcile", "appstore.type": payload.notificationType,
                                               "appstore.outcome": outcome])
-        return .json([
-            "notification_uuid": .string(payload.notificationUUID),
-            "notification_type": .string(payload.notificationType), "outcome": .string(outcome),
-        ])
+        return Processed(notificationUUID: payload.notificationUUID, notificationType: payload.notificationType,
+                         outcome: outcome)
     }
 }

@@ -1,5 +1,9 @@
 import AppStore
 import Crypto
+import Foundation
+import Locking
+import Logging
+import WalletCore
 
 /// Builds the App Store verifiers from the configuration.
 enum AppStoreSetup {
@@ -17,5 +21,68 @@ enum AppStoreSetup {
         return SignedDataVerifier(configuration: VerifierConfiguration(
             rootCertificates: roots, bundleIDs: Set(apple.bundleIDs),
             environments: Set(apple.environments.map { Environment(rawValue: $0) }), appAppleID: apple.appAppleID))
+    }
+}
+
+extension AppStoreSetup {
+    /// The App Store Server API client, or nil when no credential is set.
+    /// Reads the `.p8` file once; a message about it names the variable and
+    /// the path, never the content.
+    static func serverAPIClient(_ configuration: Configuration, metrics: Metrics, logger: Logger) throws -> ServerAPIClient? {
+        let api = configuration.apple.api
+        guard api.isConfigured || configuration.creditVerification.contains(.appStoreAPI) else { return nil }
+        try configuration.validateServerAPI()
+        guard let keyID = api.keyID, let issuerID = api.issuerID, let path = api.privateKeyFile,
+              let bundleID = configuration.serverAPIBundleID else { return nil }
+        let key: PrivateKey
+        do {
+            let pem = try String(contentsOfFile: path, encoding: .utf8)
+            key = try PrivateKey(pem: pem)
+        } catch let error as PrivateKey.KeyError {
+            throw Configuration.ConfigurationError(variable: "WALLET_APPLE_API_PRIVATE_KEY_FILE",
+                                                   message: "\(path) is \(error.description)")
+        } catch {
+            throw Configuration.ConfigurationError(variable: "WALLET_APPLE_API_PRIVATE_KEY_FILE",
+                                                   message: "\(path) cannot be read")
+        }
+        guard let production = URL(string: api.productionURL), let sandbox = URL(string: api.sandboxURL) else {
+            throw Configuration.ConfigurationError(variable: "WALLET_APPLE_API_PRODUCTION_URL", message: "is not a URL")
+        }
+        let unauthorizedLog = RateLimitedLog(intervalSeconds: 60)
+        return ServerAPIClient(
+            configuration: .init(token: .init(keyID: keyID, issuerID: issuerID, bundleID: bundleID),
+                                 productionURL: production, sandboxURL: sandbox,
+                                 timeoutSeconds: Double(api.timeoutSeconds)),
+            key: key,
+            observe: { endpoint, status, seconds in
+                metrics.observeAppleRequest(endpoint: endpoint, status: status, seconds: seconds)
+            },
+            unauthorized: {
+                unauthorizedLog.run {
+                    logger.error("the App Store Server API refused the key (HTTP 401): check WALLET_APPLE_API_KEY_ID, WALLET_APPLE_API_ISSUER_ID, WALLET_APPLE_API_PRIVATE_KEY_FILE and the bundle id",
+                                 ["config.key_id": keyID, "config.bundle_id": bundleID])
+                }
+            })
+    }
+}
+
+/// Runs its body at most once per interval: for log lines that would
+/// otherwise repeat on every request.
+final class RateLimitedLog: Sendable {
+    private let intervalSeconds: Double
+    private let last = Locked<ContinuousClock.Instant?>(nil)
+
+    init(intervalSeconds: Double) {
+        self.intervalSeconds = intervalSeconds
+    }
+
+    func run(_ body: () -> Void) {
+        let now = ContinuousClock.now
+        let due = last.withLock { last in
+            if let previous = last, now < previous + .seconds(intervalSeconds) { return false }
+            last = now
+            return true
+        }
+        if due { body() }
     }
 }

@@ -1,3 +1,4 @@
+import AppStore
 import Foundation
 import HTTPServer
 import Locking
@@ -23,6 +24,12 @@ public final class Application: Sendable {
     let router: Router
     let blockingWork: BlockingWork
     let notificationWork: BlockingWork
+    /// The App Store Server API, when its credentials are set.
+    let serverAPI: ServerAPIClient?
+    /// Notification-history sweeps, when the API is set up and the interval is not 0.
+    private let reconcile: ReconcileSchedule?
+    /// Consumption answers, when the operator consents.
+    private let consumption: ConsumptionSender?
     private let logger: Logger
     private let upkeep: Upkeep
 
@@ -49,6 +56,7 @@ public final class Application: Sendable {
 
         router = Router()
         let transactions = try AppStoreSetup.verifier(configuration.apple)
+        serverAPI = try AppStoreSetup.serverAPIClient(configuration, metrics: metrics, logger: logger)
         blockingWork = BlockingWork(threads: 4, queueDepthMax: 256)
         // Notifications need no key, so their work is CPU (signature checks)
         // anyone can ask for: two threads, and a short queue past which Apple
@@ -57,14 +65,33 @@ public final class Application: Sendable {
                                         name: "wallet-notifications")
         let api = WalletAPI(
             ledger: ledger, authenticator: Authenticator(ledger: ledger),
-            credits: CreditVerification(configuration: configuration, transactions: transactions),
+            credits: CreditVerification(configuration: configuration, transactions: transactions, serverAPI: serverAPI,
+                                        logger: logger),
             blockingWork: blockingWork, metrics: metrics, readiness: readiness, requestTimeoutSeconds: configuration.requestTimeoutSeconds,
             logger: logger)
         api.register(on: router)
         OperationsAPI(ledger: ledger, readiness: readiness, metrics: metrics).register(on: router)
-        AppStoreAPI(ledger: ledger, verifier: transactions, work: notificationWork, metrics: metrics,
-                    readiness: readiness, requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger)
+        let notifications = NotificationProcessor(
+            ledger: ledger, verifier: transactions, metrics: metrics, readiness: readiness,
+            queueConsumption: serverAPI != nil && configuration.apple.api.consumptionConsent, logger: logger)
+        AppStoreAPI(notifications: notifications, work: notificationWork, metrics: metrics,
+                    requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger)
             .register(on: router)
+        if let serverAPI, configuration.apple.api.reconcileIntervalMinutes > 0 {
+            reconcile = ReconcileSchedule(
+                reconciler: Reconciler(client: serverAPI, notifications: notifications, logger: logger), ledger: ledger,
+                environments: configuration.apple.environments.map { Environment(rawValue: $0) },
+                intervalMinutes: configuration.apple.api.reconcileIntervalMinutes, readiness: readiness, logger: logger)
+        } else {
+            reconcile = nil
+        }
+        if let serverAPI, configuration.apple.api.consumptionConsent {
+            consumption = ConsumptionSender(ledger: ledger, client: serverAPI,
+                                            preference: configuration.apple.api.refundPreference,
+                                            readiness: readiness, metrics: metrics, logger: logger)
+        } else {
+            consumption = nil
+        }
 
         let metrics = metrics
         server = Server(
@@ -91,6 +118,8 @@ public final class Application: Sendable {
     /// migrated, and `/readyz` says so.
     public func start() throws {
         upkeep.start()
+        reconcile?.start()
+        consumption?.start()
         try server.start()
         logger.info("listening", ["http.address": "\(configuration.listen.host):\(port)"])
     }
@@ -107,6 +136,8 @@ public final class Application: Sendable {
         server.shutdown()
         blockingWork.stop(timeoutSeconds: 10)
         notificationWork.stop(timeoutSeconds: 10)
+        reconcile?.stop()
+        consumption?.stop()
         upkeep.stop()
         ledger.shutdown(timeoutSeconds: 10)
         embeddedDatabase?.stopIfStartedHere()

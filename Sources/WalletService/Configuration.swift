@@ -58,6 +58,41 @@ public struct Configuration: Sendable {
         public var verifyReceiptSandboxURL = "https://sandbox.itunes.apple.com/verifyReceipt"
         public var sharedSecret: String?
         public var verifyReceiptTimeoutSeconds = 10
+        public var api = ServerAPI()
+    }
+
+    /// The App Store Server API: its In-App Purchase key, where it is, and
+    /// what the service does with it.
+    public struct ServerAPI: Sendable {
+        public var keyID: String?
+        public var issuerID: String?
+        /// The `.p8` file; its content is read at start-up and never logged.
+        public var privateKeyFile: String?
+        /// nil means the first of `WALLET_APPLE_BUNDLE_ID`.
+        public var bundleID: String?
+        public var productionURL = "https://api.storekit.itunes.apple.com"
+        public var sandboxURL = "https://api.storekit-sandbox.apple.com"
+        public var timeoutSeconds = 10
+        /// Minutes between notification-history sweeps in `serve`; 0 is off.
+        public var reconcileIntervalMinutes = 60
+        /// The operator declares that its terms obtain the customer's
+        /// consent to send consumption information.
+        public var consumptionConsent = false
+        public var refundPreference = RefundPreference.auto
+
+        /// Whether any of the three credentials is set.
+        public var isConfigured: Bool { keyID != nil || issuerID != nil || privateKeyFile != nil }
+    }
+
+    /// `WALLET_APPLE_REFUND_PREFERENCE`: what the service asks Apple to do
+    /// with a refund request it answers.
+    public enum RefundPreference: String, Sendable, CaseIterable {
+        case decline
+        case grantFull = "grant_full"
+        case grantProrated = "grant_prorated"
+        /// Grant in full when nothing was consumed or delivered, decline when
+        /// everything was consumed, prorate between.
+        case auto
     }
 
     public init() {}
@@ -148,6 +183,7 @@ public struct Configuration: Sendable {
         configuration.apple.verifyReceiptSandboxURL = try reader.url("WALLET_APPLE_VERIFY_RECEIPT_SANDBOX_URL")
             ?? configuration.apple.verifyReceiptSandboxURL
         configuration.apple.sharedSecret = reader.string("WALLET_APPLE_SHARED_SECRET")
+        configuration.apple.api = try readServerAPI(&reader)
 
         // Credit verification: App Store JWS alone for a real deployment,
         // the caller's word on the development database.
@@ -156,7 +192,7 @@ public struct Configuration: Sendable {
             for mode in modes {
                 guard let value = CreditVerification(rawValue: mode) else {
                     throw ConfigurationError(variable: "WALLET_CREDIT_VERIFICATION",
-                                             message: "\(mode) is not one of appstore-jws, appstore-receipt, caller")
+                                             message: "\(mode) is not one of appstore-jws, appstore-receipt, appstore-api, caller")
                 }
                 parsed.insert(value)
             }
@@ -170,21 +206,72 @@ public struct Configuration: Sendable {
         return configuration
     }
 
+    private static func readServerAPI(_ reader: inout Reader) throws(ConfigurationError) -> ServerAPI {
+        var api = ServerAPI()
+        api.keyID = reader.string("WALLET_APPLE_API_KEY_ID")
+        api.issuerID = reader.string("WALLET_APPLE_API_ISSUER_ID")
+        api.privateKeyFile = reader.string("WALLET_APPLE_API_PRIVATE_KEY_FILE")
+        api.bundleID = reader.string("WALLET_APPLE_API_BUNDLE_ID")
+        api.productionURL = try reader.url("WALLET_APPLE_API_PRODUCTION_URL") ?? api.productionURL
+        api.sandboxURL = try reader.url("WALLET_APPLE_API_SANDBOX_URL") ?? api.sandboxURL
+        api.timeoutSeconds = try reader.integer("WALLET_APPLE_API_TIMEOUT_SECONDS", in: 1...120) ?? api.timeoutSeconds
+        api.reconcileIntervalMinutes = try reader.integer("WALLET_APPLE_RECONCILE_INTERVAL_MINUTES", in: 0...10_080)
+            ?? api.reconcileIntervalMinutes
+        api.consumptionConsent = try reader.boolean("WALLET_APPLE_CONSUMPTION_CONSENT") ?? false
+        if let preference = reader.string("WALLET_APPLE_REFUND_PREFERENCE") {
+            guard let value = RefundPreference(rawValue: preference.lowercased()) else {
+                throw ConfigurationError(variable: "WALLET_APPLE_REFUND_PREFERENCE",
+                                         message: "must be one of auto, decline, grant_full, grant_prorated")
+            }
+            api.refundPreference = value
+        }
+        return api
+    }
+
+    /// The bundle id the App Store Server API's tokens name.
+    public var serverAPIBundleID: String? { apple.api.bundleID ?? apple.bundleIDs.first }
+
+    /// Whether `serve` talks to the App Store Server API: for credits,
+    /// reconciliation and consumption answers.
+    public var usesServerAPI: Bool { creditVerification.contains(.appStoreAPI) || apple.api.isConfigured }
+
     /// What `serve` needs beyond `load`: the tools (migrate, keys, check)
     /// run without App Store settings.
     public func validateForServing() throws(ConfigurationError) {
-        if !creditVerification.isDisjoint(with: [.appStoreJWS, .appStoreReceipt]), apple.bundleIDs.isEmpty {
+        let appStoreModes: Set<CreditVerification> = [.appStoreJWS, .appStoreReceipt, .appStoreAPI]
+        if usesServerAPI || apple.api.consumptionConsent {
+            try validateServerAPI()
+        }
+        if !creditVerification.isDisjoint(with: appStoreModes), apple.bundleIDs.isEmpty {
             throw ConfigurationError(variable: "WALLET_APPLE_BUNDLE_ID",
                                      message: "must be set when WALLET_CREDIT_VERIFICATION includes an App Store mode")
         }
         // Apple signs every Production notification with the app's Apple ID,
         // and the verifier refuses one it cannot match. Without the id every
         // Production REFUND would be refused, and refunded coins kept.
-        if !creditVerification.isDisjoint(with: [.appStoreJWS, .appStoreReceipt]),
+        if !creditVerification.isDisjoint(with: appStoreModes),
            apple.environments.contains("Production"), apple.appAppleID == nil {
             throw ConfigurationError(
                 variable: "WALLET_APPLE_APP_APPLE_ID",
                 message: "must be set when an App Store mode accepts Production: without it every Production refund notification is refused")
+        }
+    }
+
+    /// The three credentials, each named when missing, and a bundle id for
+    /// the tokens.
+    public func validateServerAPI() throws(ConfigurationError) {
+        let why = creditVerification.contains(.appStoreAPI)
+            ? "WALLET_CREDIT_VERIFICATION includes appstore-api"
+            : apple.api.consumptionConsent && !apple.api.isConfigured
+                ? "WALLET_APPLE_CONSUMPTION_CONSENT is true" : "another App Store Server API setting is set"
+        for (variable, value) in [("WALLET_APPLE_API_KEY_ID", apple.api.keyID),
+                                  ("WALLET_APPLE_API_ISSUER_ID", apple.api.issuerID),
+                                  ("WALLET_APPLE_API_PRIVATE_KEY_FILE", apple.api.privateKeyFile)] where value == nil {
+            throw ConfigurationError(variable: variable, message: "must be set: \(why)")
+        }
+        if serverAPIBundleID == nil {
+            throw ConfigurationError(variable: "WALLET_APPLE_BUNDLE_ID",
+                                     message: "must be set (or WALLET_APPLE_API_BUNDLE_ID): the App Store Server API's tokens name the app")
         }
     }
 

@@ -1,5 +1,6 @@
 import AppStore
 import Foundation
+import Logging
 import WalletCore
 
 /// Decides whether a credit request's purchase is real, by the kind of
@@ -8,7 +9,8 @@ import WalletCore
 ///   verified offline against the configured roots;
 /// - `receipt_data`: a StoreKit 1 receipt (`appstore-receipt`), checked with
 ///   Apple's verifyReceipt;
-/// - neither: the calling app backend vouches (`caller`).
+/// - neither: Apple is asked about the bare flowNO (`appstore-api`) when that
+///   mode is on, else the calling app backend vouches (`caller`).
 /// The mode must be enabled, or the request fails with `mode_not_enabled`.
 /// With App Store evidence, the flowNO must be the verified transaction id
 /// and the quantity is the verified one.
@@ -24,9 +26,18 @@ struct CreditVerification: Sendable {
     let transactions: SignedDataVerifier
     let policy: CreditPolicy
     let receipts: ReceiptVerifier
+    /// Set when `appstore-api` is on.
+    let serverAPI: ServerAPIClient?
+    let lookups = TransactionLookups()
+    /// The environments asked, in order: Production, then Sandbox when allowed.
+    let apiEnvironments: [Environment]
+    let logger: Logger
 
-    init(configuration: Configuration, transactions: SignedDataVerifier) {
+    init(configuration: Configuration, transactions: SignedDataVerifier, serverAPI: ServerAPIClient?, logger: Logger) {
         modes = configuration.creditVerification
+        self.serverAPI = configuration.creditVerification.contains(.appStoreAPI) ? serverAPI : nil
+        self.logger = logger
+        apiEnvironments = [Environment.production, .sandbox].filter { configuration.apple.environments.contains($0.rawValue) }
         self.transactions = transactions
         policy = CreditPolicy(accountTokenNamespace: configuration.apple.accountTokenNamespace,
                               requireAccountToken: configuration.apple.requireAccountToken)
@@ -39,18 +50,20 @@ struct CreditVerification: Sendable {
             timeoutSeconds: Double(apple.verifyReceiptTimeoutSeconds)))
     }
 
-    static func mode(of body: CreditBody) -> Configuration.CreditVerification {
-        body.signedTransaction != nil ? .appStoreJWS : body.receiptData != nil ? .appStoreReceipt : .caller
+    func mode(of body: CreditBody) -> Configuration.CreditVerification {
+        if body.signedTransaction != nil { return .appStoreJWS }
+        if body.receiptData != nil { return .appStoreReceipt }
+        return modes.contains(.appStoreAPI) ? .appStoreAPI : .caller
     }
 
     /// True when verifying `body` waits on the network, so it must not run
     /// on a server thread.
-    static func blocks(_ body: CreditBody) -> Bool {
-        mode(of: body) == .appStoreReceipt
+    func blocks(_ body: CreditBody) -> Bool {
+        [.appStoreReceipt, .appStoreAPI].contains(mode(of: body))
     }
 
     func verify(_ body: CreditBody) throws -> Verified {
-        let mode = Self.mode(of: body)
+        let mode = mode(of: body)
         guard modes.contains(mode) else {
             throw WalletError.verificationFailed(
                 reason: "mode_not_enabled",
@@ -63,10 +76,43 @@ struct CreditVerification: Sendable {
             return try verifySignedTransaction(body.signedTransaction ?? "", body)
         case .appStoreReceipt:
             return try verifyReceipt(body.receiptData ?? "", body)
+        case .appStoreAPI:
+            return try verifyWithServerAPI(body)
         }
     }
 
-    private func verifySignedTransaction(_ jws: String, _ body: CreditBody) throws -> Verified {
+    /// Asks Get Transaction Info on Production, then on Sandbox after
+    /// Apple's "transaction id not found" when Sandbox is allowed, and checks
+    /// the signed transaction it returns like one the app sent.
+    private func verifyWithServerAPI(_ body: CreditBody) throws -> Verified {
+        guard let serverAPI else { throw WalletError.verificationUnavailable }
+        let flowNo = body.flowNo.rawValue
+        switch lookups.admit(flowNo: flowNo, userID: body.userID.rawValue) {
+        case .ask: break
+        case .knownNotFound: throw Self.transactionNotFound
+        case .limited(let seconds): throw WalletError.rateLimited(retryAfterSeconds: seconds)
+        }
+        let deadline = serverAPI.deadline()
+        for environment in apiEnvironments {
+            do {
+                let signed = try serverAPI.transactionInfo(flowNo, environment: environment, deadline: deadline)
+                return try verifySignedTransaction(signed, body, source: .appStoreAPI)
+            } catch let error as ServerAPIClient.APIError {
+                if case .notFound(ServerAPIClient.transactionIDNotFound) = error { continue }
+                logger.warning("the App Store Server API could not verify a flowNO",
+                               ["appstore.environment": environment.rawValue, "error": error.description])
+                throw WalletError.verificationUnavailable
+            }
+        }
+        lookups.recordNotFound(flowNo: flowNo, userID: body.userID.rawValue)
+        throw Self.transactionNotFound
+    }
+
+    static let transactionNotFound = WalletError.verificationFailed(
+        reason: "transaction_not_found", detail: "Apple knows no transaction with this flowNO in any accepted environment")
+
+    private func verifySignedTransaction(_ jws: String, _ body: CreditBody,
+                                         source: Configuration.CreditVerification = .appStoreJWS) throws -> Verified {
         let transaction: VerifiedTransaction
         do {
             transaction = try transactions.verifyTransaction(jws)
@@ -83,7 +129,7 @@ struct CreditVerification: Sendable {
         guard let verifiedQuantity = Quantity(quantity) else {
             throw WalletError.verificationFailed(reason: "malformed", detail: "the signed quantity is out of range")
         }
-        return Verified(quantity: verifiedQuantity, source: .appStoreJWS, environment: transaction.payload.environment.rawValue)
+        return Verified(quantity: verifiedQuantity, source: source, environment: transaction.payload.environment.rawValue)
     }
 
     private func verifyReceipt(_ receipt: String, _ body: CreditBody) throws -> Verified {

@@ -69,6 +69,25 @@ final class Metrics: Sendable, StoreMetrics {
         var databaseErrors: [String: UInt64] = [:]
         var batches: [String: Histogram] = [:]
         var notifications: [NotificationKey: UInt64] = [:]
+        var appleRequests: [AppleRequestKey: Histogram] = [:]
+        var consumption: [String: UInt64] = [:]
+    }
+
+    private struct AppleRequestKey: Hashable {
+        var endpoint: ServerAPIClient.Endpoint
+        var status: ServerAPIClient.StatusClass
+    }
+
+    /// How a consumption answer ended, for `wallet_appstore_consumption_total`.
+    enum ConsumptionOutcome: String, CaseIterable {
+        /// Queued for sending.
+        case queued
+        /// Apple accepted it.
+        case sent
+        /// Tried and to be tried again.
+        case retried
+        /// Refused by Apple, or out of time.
+        case failed
     }
 
     private let state = Locked(State())
@@ -105,6 +124,20 @@ final class Metrics: Sendable, StoreMetrics {
     func countNotification(failure: NotificationFailure, reason: VerificationFailure? = nil) {
         let key = NotificationKey(outcome: failure.rawValue, reason: failure == .refused ? reason?.rawValue ?? "malformed" : nil)
         state.withLock { $0.notifications[key, default: 0] += 1 }
+    }
+
+    /// One exchange with the App Store Server API; both labels are fixed sets.
+    func observeAppleRequest(endpoint: ServerAPIClient.Endpoint, status: ServerAPIClient.StatusClass, seconds: Double) {
+        state.withLock { state in
+            state.appleRequests[AppleRequestKey(endpoint: endpoint, status: status),
+                                default: Histogram(bucketCount: Self.latencyBucketsSeconds.count)]
+                .observe(seconds, bounds: Self.latencyBucketsSeconds)
+        }
+    }
+
+    func countConsumption(_ outcome: ConsumptionOutcome, by count: Int = 1) {
+        guard count > 0 else { return }
+        state.withLock { $0.consumption[outcome.rawValue, default: 0] += UInt64(count) }
     }
 
     func observeBatch(operation: String, size: Int) {
@@ -158,6 +191,27 @@ final class Metrics: Sendable, StoreMetrics {
         for key in notificationKeys {
             let labels = key.reason.map { "outcome=\"\(key.outcome)\",reason=\"\($0)\"" } ?? "outcome=\"\(key.outcome)\""
             out += "wallet_appstore_notifications_total{\(labels)} \(snapshot.notifications[key]!)\n"
+        }
+        let appleKeys = snapshot.appleRequests.keys.sorted {
+            ($0.endpoint.rawValue, $0.status.rawValue) < ($1.endpoint.rawValue, $1.status.rawValue)
+        }
+        out += "# HELP wallet_appstore_api_requests_total App Store Server API requests by endpoint and status class.\n"
+        out += "# TYPE wallet_appstore_api_requests_total counter\n"
+        for key in appleKeys {
+            out += "wallet_appstore_api_requests_total{endpoint=\"\(key.endpoint.rawValue)\",status=\"\(key.status.rawValue)\"} "
+                + "\(snapshot.appleRequests[key]!.count)\n"
+        }
+        out += "# HELP wallet_appstore_api_request_duration_seconds App Store Server API latency by endpoint and status class.\n"
+        out += "# TYPE wallet_appstore_api_request_duration_seconds histogram\n"
+        for key in appleKeys {
+            histogram(&out, name: "wallet_appstore_api_request_duration_seconds",
+                      labels: "endpoint=\"\(key.endpoint.rawValue)\",status=\"\(key.status.rawValue)\"",
+                      histogram: snapshot.appleRequests[key]!, bounds: Self.latencyBucketsSeconds)
+        }
+        out += "# HELP wallet_appstore_consumption_total Consumption answers to Apple by outcome.\n"
+        out += "# TYPE wallet_appstore_consumption_total counter\n"
+        for outcome in snapshot.consumption.keys.sorted() {
+            out += "wallet_appstore_consumption_total{outcome=\"\(outcome)\"} \(snapshot.consumption[outcome]!)\n"
         }
         out += "# HELP wallet_writer_queue_depth Operations waiting for a database writer.\n"
         out += "# TYPE wallet_writer_queue_depth gauge\nwallet_writer_queue_depth \(writerQueueDepth)\n"

@@ -53,6 +53,10 @@ extension WalletError: ProblemConvertible {
             return Problem(status: 503, code: "verification_unavailable", title: "Verification unavailable",
                            detail: "Apple could not be reached to verify the purchase; retry later",
                            headers: [("Retry-After", "5")])
+        case .rateLimited(let seconds):
+            return Problem(status: 429, code: "rate_limited", title: "Rate limited",
+                           detail: "too many lookups of transactions Apple does not know; retry in \(seconds) seconds",
+                           headers: [("Retry-After", String(seconds))])
         case .overloaded:
             return Problem(status: 503, code: "overloaded", title: "Overloaded",
                            detail: "too many requests are queued for the database or for verification; retry later",

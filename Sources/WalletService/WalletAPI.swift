@@ -39,7 +39,7 @@ struct WalletAPI: Sendable {
             let deadline = deadline()
             // Refused before any queue takes it, so it was never queued.
             if ledger.groupCommit.isStopping { throw WalletError.shuttingDown }
-            if CreditVerification.blocks(body) {
+            if credits.blocks(body) {
                 // Asking Apple takes a network round trip: not on a server thread.
                 let queued = blockingWork.submit {
                     do {
@@ -59,7 +59,7 @@ struct WalletAPI: Sendable {
 
     private func submitCredit(_ body: CreditBody, client: APIClient, deadline: ContinuousClock.Instant,
                               responder: Responder) throws {
-        let verified = try credits.verify(body)
+        let verified = try alreadyCredited(body, deadline: deadline) ?? credits.verify(body)
         let operation = LedgerStore.CreditOperation(
             client: client.name, flowNo: body.flowNo, userID: body.userID, productID: body.productID,
             quantity: verified.quantity, claimedAmount: body.claimedAmount, source: verified.source,
@@ -70,6 +70,15 @@ struct WalletAPI: Sendable {
                 return try creditResponse(credit, operation)
             }
         }
+    }
+
+    /// For a bare flowNO checked with Apple: a flowNO already credited is
+    /// answered from the ledger (a replay, a conflict or a refusal, as the
+    /// credit function decides) without asking Apple again.
+    private func alreadyCredited(_ body: CreditBody, deadline: ContinuousClock.Instant) throws -> CreditVerification.Verified? {
+        guard credits.mode(of: body) == .appStoreAPI, let credit = try ledger.credit(body.flowNo, deadline: deadline),
+              let quantity = body.quantity ?? Quantity(credit.quantity) else { return nil }
+        return CreditVerification.Verified(quantity: quantity, source: .appStoreAPI, environment: nil)
     }
 
     private func creditResponse(_ result: LedgerStore.CreditResult, _ operation: LedgerStore.CreditOperation) throws -> Response {

@@ -12,7 +12,7 @@ public final class Administration {
     /// check lift it (they take what they take).
     static let statementTimeoutMilliseconds = 60_000
 
-    private let connection: Connection
+    let connection: Connection
     private let logger: Logger
 
     private init(connection: Connection, logger: Logger) {

@@ -114,8 +114,8 @@ public final class Ledger: Sendable {
     }
 
     /// The credit of a flowNO, or nil when it was never credited.
-    public func credit(_ flowNo: FlowNumber) throws -> LedgerStore.Credit? {
-        try reads.run { try LedgerStore.credit(flowNo, on: $0) }
+    public func credit(_ flowNo: FlowNumber, deadline: ContinuousClock.Instant? = nil) throws -> LedgerStore.Credit? {
+        try reads.run(deadline: deadline) { try LedgerStore.credit(flowNo, on: $0) }
     }
 
     /// The live client whose key has this SHA-256, or nil.
@@ -132,9 +132,11 @@ public final class Ledger: Sendable {
 
     /// Applies a verified App Store notification once, by `deadline`;
     /// returns its outcome.
-    public func applyNotification(_ record: LedgerStore.NotificationRecord,
+    public func applyNotification(_ record: LedgerStore.NotificationRecord, queueConsumption: Bool = false,
                                   deadline: ContinuousClock.Instant) throws -> String {
-        try readBounded(pool: pool, metrics: metrics, deadline: deadline) { try LedgerStore.applyNotification(record, on: $0) }
+        try readBounded(pool: pool, metrics: metrics, deadline: deadline) {
+            try LedgerStore.applyNotification(record, queueConsumption: queueConsumption, on: $0)
+        }
     }
 
     /// Applies this build's migrations and function files (with `migrate`),

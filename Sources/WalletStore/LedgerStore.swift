@@ -294,13 +294,27 @@ extension LedgerStore {
         }
     }
 
-    /// Applies a verified notification once; returns its outcome.
-    static func applyNotification(_ record: NotificationRecord, on connection: Connection) throws -> String {
+    /// Applies a verified notification once; returns its outcome. With
+    /// `queueConsumption`, a CONSUMPTION_REQUEST for a consumable recorded
+    /// now (not a duplicate) also queues its answer to Apple, in the same
+    /// statement, so the two are kept or lost together.
+    static func applyNotification(_ record: NotificationRecord, queueConsumption: Bool,
+                                  on connection: Connection) throws -> String {
         try connection.prepared("""
-            SELECT outcome FROM wallet.apply_appstore_notification(
-                \(record.notificationUUID), \(record.notificationType), \(record.subtype), \(record.environment),
-                to_timestamp(\(record.signedDateMilliseconds)::bigint / 1000.0), \(record.flowNo), \(record.productType),
-                \(record.revocationType), \(record.revocationPercentage)::bigint, \(record.payloadJSON)::jsonb)
+            WITH applied AS (
+                SELECT a.outcome FROM wallet.apply_appstore_notification(
+                    \(record.notificationUUID), \(record.notificationType), \(record.subtype), \(record.environment),
+                    to_timestamp(\(record.signedDateMilliseconds)::bigint / 1000.0), \(record.flowNo), \(record.productType),
+                    \(record.revocationType), \(record.revocationPercentage)::bigint, \(record.payloadJSON)::jsonb) a
+            ), queued AS (
+                INSERT INTO wallet.appstore_consumption_requests (notification_uuid, flow_no, environment)
+                SELECT \(record.notificationUUID), \(record.flowNo), \(record.environment) FROM applied
+                WHERE \(queueConsumption)::boolean AND applied.outcome <> 'duplicate'
+                  AND \(record.notificationType) = 'CONSUMPTION_REQUEST' AND \(record.productType) = 'Consumable'
+                  AND length(\(record.flowNo)) BETWEEN 1 AND 128 AND \(record.environment) IN ('Production', 'Sandbox')
+                ON CONFLICT (notification_uuid) DO NOTHING
+            )
+            SELECT outcome FROM applied
             """)[0].decode(String.self, at: 0)
     }
 }

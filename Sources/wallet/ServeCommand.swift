@@ -39,6 +39,10 @@ enum ServeCommand {
             logger.warning("credit verification includes caller: the app backend's word is enough to credit coins",
                            ["config.credit_verification": modes(configuration)])
         }
+        if configuration.creditVerification.contains(.appStoreAPI) && !configuration.apple.requireAccountToken {
+            logger.warning("credit verification includes appstore-api without WALLET_APPLE_REQUIRE_ACCOUNT_TOKEN: a flowNO-only credit of a transaction with no appAccountToken is accepted for whichever user asks",
+                           ["config.credit_verification": modes(configuration)])
+        }
         let application = try buildApplication(configuration: configuration, logger: logger)
         do {
             try application.start()

@@ -22,7 +22,7 @@ enum WalletCommand {
             case "migrate": return try MigrateCommand.run(arguments, environment: environment)
             case "keys": return try KeysCommand.run(arguments, environment: environment)
             case "check": return try CheckCommand.run(arguments, environment: environment)
-            case "appstore": return AppStoreCommand.run(arguments)
+            case "appstore": return try AppStoreCommand.run(arguments, environment: environment)
             case "version", "--version":
                 print("wallet \(version)")
                 return 0
@@ -50,7 +50,8 @@ enum WalletCommand {
           migrate    apply database migrations
           keys       create, list and revoke API keys
           check      check the ledger's invariants
-          appstore   verify App Store signed data offline
+          appstore   verify App Store signed data offline, reconcile notifications,
+                     list consumption answers
           version    print the version
 
         Run `wallet <command> --help` for a command's options. Settings come from
