@@ -347,6 +347,169 @@ struct AdminScriptTests {
         #expect(later.lineCount == 1, "\(later)")
     }
 
+    // MARK: refunds.sql
+
+    @Test func refundsListsNegativeBalancesFirstThenTheMostRefunded() throws {
+        let books = try Books()
+        // Larger refunds, but left negative by less: first, as ordering by
+        // refunded coins comes before ordering by balance.
+        #expect(try books.credit(flowNo: "2000000900", userID: "neg-y", productID: "guodong5000") == "credited")
+        #expect(try books.debit(key: "spend-y", userID: "neg-y", amount: 100) == "debited")
+        try books.refund("2000000900")
+        #expect(try books.credit(flowNo: "2000000910", userID: "neg-x", productID: "guodong600") == "credited")
+        #expect(try books.debit(key: "spend-x", userID: "neg-x", amount: 500) == "debited")
+        try books.refund("2000000910")
+        // The most coins refunded, but not negative: after both.
+        #expect(try books.credit(flowNo: "2000000920", userID: "big", productID: "guodong5000") == "credited")
+        #expect(try books.credit(flowNo: "2000000921", userID: "big", productID: "guodong1200") == "credited")
+        try books.refund("2000000920")
+        try books.refund("2000000921")
+        // 1200 coins each: two refunds before one, then by user.
+        #expect(try books.credit(flowNo: "2000000930", userID: "two", productID: "guodong600") == "credited")
+        #expect(try books.credit(flowNo: "2000000931", userID: "two", productID: "guodong600") == "credited")
+        #expect(try books.credit(flowNo: "2000000932", userID: "two", productID: "guodong1200") == "credited")
+        try books.refund("2000000930")
+        try books.refund("2000000931")
+        #expect(try books.credit(flowNo: "2000000940", userID: "one", productID: "guodong1200") == "credited")
+        #expect(try books.credit(flowNo: "2000000941", userID: "one", productID: "guodong600") == "credited")
+        try books.refund("2000000940")
+        #expect(try books.credit(flowNo: "2000000950", userID: "also", productID: "guodong1200") == "credited")
+        try books.refund("2000000950")
+        // Another currency of the same user is a line of its own.
+        try books.connection.query("SELECT wallet.upsert_product('gem100', 100, 'gem')")
+        #expect(try books.credit(flowNo: "2000000942", userID: "one", productID: "gem100") == "credited")
+        try books.refund("2000000942")
+        // No refund, so not listed: a plain buyer, and a balance made
+        // negative by a revoke.
+        #expect(try books.credit(flowNo: "2000000960", userID: "quiet", productID: "guodong600") == "credited")
+        try books.connection.query("SELECT wallet.grant_coins('revoked', 100, 'coin', 'test', 'alice')")
+        try books.connection.query("SELECT wallet.revoke_coins('revoked', 150, 'coin', 'test', 'alice', TRUE)")
+
+        // Only answers sent count, and only for the user's own purchases.
+        try books.consumptionRequest("c-1", flowNo: "2000000900", status: "sent")
+        try books.consumptionRequest("c-2", flowNo: "2000000900", status: "pending")
+        try books.consumptionRequest("c-3", flowNo: "2000000900", status: "failed")
+        try books.consumptionRequest("c-4", flowNo: "2000000920", status: "sent")
+        try books.consumptionRequest("c-5", flowNo: "2000000921", status: "sent")
+        try books.consumptionRequest("c-6", flowNo: "2000000960", status: "sent")
+        try books.consumptionRequest("c-7", flowNo: "2000000941", status: "pending")
+
+        #expect(try books.balance("neg-y") == -100)
+        #expect(try books.balance("neg-x") == -500)
+        #expect(try books.balance("revoked") == -50)
+
+        let run = try books.psql.run("refunds.sql", ["days": "30"], arguments: ["--csv"])
+        #expect(run.status == 0, "\(run)")
+        #expect(run.errors.isEmpty, "\(run)")
+        #expect(run.output.split(separator: "\n").map(String.init) == [
+            "user_id,currency,refunds,refunded,purchases,balance,consumption_answered",
+            "neg-y,coin,1,5000,1,-100,1",
+            "neg-x,coin,1,600,1,-500,0",
+            "big,coin,2,6200,2,0,2",
+            "two,coin,2,1200,3,1200,0",
+            "also,coin,1,1200,1,0,0",
+            "one,coin,1,1200,2,600,0",
+            "one,gem,1,100,1,0,0",
+        ], "\(run)")
+
+        // Without --csv, the table psql prints, as the header shows.
+        let table = try books.psql.run("refunds.sql", ["days": "30"])
+        #expect(table.status == 0, "\(table)")
+        let lines = table.output.split(separator: "\n").map(String.init)
+        #expect(lines.first == " user_id | currency | refunds | refunded | purchases | balance | consumption_answered ",
+                "\(table)")
+        #expect(lines.dropFirst(2).first == " neg-y   | coin     |       1 |     5000 |         1 |    -100 |                    1",
+                "\(table)")
+        #expect(lines.last == "(7 rows)", "\(table)")
+    }
+
+    @Test func refundsCountOnlyTheWindow() throws {
+        let books = try Books()
+        #expect(try books.credit(flowNo: "2000001000", userID: "recent", productID: "guodong600") == "credited")
+        try books.refund("2000001000")
+        try books.consumptionRequest("c-1", flowNo: "2000001000", status: "sent")
+        // Bought 45 days ago, refunded 40 days ago, asked about 42 days ago.
+        try books.oldRefund(flowNo: "2000001010", userID: "old", boughtDaysAgo: 45, refundedDaysAgo: 40)
+        try books.consumptionRequest("c-2", flowNo: "2000001010", status: "sent", sentDaysAgo: 42)
+        // The back-dated rows are books as the functions would have written them.
+        let check = try books.psql.run("check.sql")
+        #expect(check.status == 0, "\(check)")
+
+        let header = "user_id,currency,refunds,refunded,purchases,balance,consumption_answered"
+        let recent = "recent,coin,1,600,1,0,1"
+        func report(_ days: String?) throws -> [String] {
+            let variables: KeyValuePairs<String, String> = if let days { ["days": days] } else { [:] }
+            let run = try books.psql.run("refunds.sql", variables, arguments: ["--csv"])
+            #expect(run.status == 0, "\(run)")
+            return run.output.split(separator: "\n").map(String.init)
+        }
+        // Left out, the window is 30 days.
+        #expect(try report(nil) == [header, recent])
+        #expect(try report("30") == [header, recent])
+        #expect(try report("1") == [header, recent])
+        #expect(try report("39") == [header, recent])
+        // The refund is in, the purchase and the answer before it are not.
+        #expect(try report("41") == [header, "old,coin,1,600,0,0,0", recent])
+        #expect(try report("43") == [header, "old,coin,1,600,0,0,1", recent])
+        #expect(try report("50") == [header, "old,coin,1,600,1,0,1", recent])
+        // Further back than PostgreSQL's calendar: all time.
+        #expect(try report("99999999") == [header, "old,coin,1,600,1,0,1", recent])
+    }
+
+    @Test func refundsRefusesADaysThatIsNotAPositiveInteger() throws {
+        let books = try Books()
+        #expect(try books.credit(flowNo: "2000001100", userID: "u12", productID: "guodong600") == "credited")
+        try books.refund("2000001100")
+        let cases: [(days: String, error: String)] = [
+            ("0", "days must be a positive integer, got 0"),
+            ("-3", "days must be a positive integer, got -3"),
+            ("abc", "invalid input syntax for type integer: \"abc\""),
+            ("1.5", "invalid input syntax for type integer: \"1.5\""),
+            ("", "invalid input syntax for type integer: \"\""),
+            ("2147483648", "value \"2147483648\" is out of range for type integer"),
+            ("1; DELETE FROM wallet.entries", "invalid input syntax for type integer"),
+        ]
+        for (days, error) in cases {
+            let run = try books.psql.run("refunds.sql", ["days": days])
+            #expect(run.status == 3, "days=\(days): \(run)")
+            #expect(run.errors.contains("ERROR:  \(error)"), "days=\(days): \(run)")
+            #expect(run.output.isEmpty, "days=\(days): \(run)")
+        }
+        #expect(try books.entryCount() == 2)
+        let good = try books.psql.run("refunds.sql", ["days": "7"], arguments: ["--csv"])
+        #expect(good.status == 0, "\(good)")
+        #expect(good.output.hasSuffix("\nu12,coin,1,600,1,0,0\n"), "\(good)")
+    }
+
+    @Test func refundsOnlyReads() throws {
+        let books = try Books()
+        #expect(try books.credit(flowNo: "2000001200", userID: "u13", productID: "guodong1200") == "credited")
+        #expect(try books.debit(key: "spend-1", userID: "u13", amount: 1000) == "debited")
+        try books.refund("2000001200")
+        try books.consumptionRequest("c-1", flowNo: "2000001200", status: "sent")
+        try books.consumptionRequest("c-2", flowNo: "2000001200", status: "pending")
+        let before = try books.contents()
+
+        // New sessions of this database may not write: a script that
+        // wrote would fail here, as a grant does.
+        let database = try books.connection.query("SELECT current_database()::text")[0].decode(String.self, at: 0)
+        try books.connection.execute("""
+            ALTER DATABASE "\(unsafeSQL: database)" SET default_transaction_read_only = on
+            """)
+        let grant = try books.psql.run("grant.sql", [
+            "user_id": "u13", "amount": "1", "currency": "coin", "reason": "x", "operator": "alice",
+        ])
+        #expect(grant.status == 3, "\(grant)")
+        #expect(grant.errors.contains("read-only transaction"), "\(grant)")
+
+        for days in ["30", "99999999"] {
+            let run = try books.psql.run("refunds.sql", ["days": days], arguments: ["--csv"])
+            #expect(run.status == 0, "\(run)")
+            #expect(run.output.hasSuffix("\nu13,coin,1,1200,1,-1000,1\n"), "\(run)")
+        }
+        #expect(try books.contents() == before)
+    }
+
     // MARK: The scripts themselves
 
     @Test func everyScriptIsDocumentedAndCallsOnlyFunctions() throws {
@@ -355,17 +518,19 @@ struct AdminScriptTests {
         #expect(readme.hasPrefix("## Admin scripts\n"))
         let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
             .filter { $0.hasSuffix(".sql") }.sorted()
-        #expect(names == ["check.sql", "grant.sql", "product.sql", "refund.sql", "report.sql", "revoke.sql"])
+        #expect(names == ["check.sql", "grant.sql", "product.sql", "refund.sql", "refunds.sql", "report.sql", "revoke.sql"])
         let variables: [String: [String]] = [
             "check.sql": [],
             "grant.sql": ["user_id", "amount", "currency", "reason", "operator"],
             "product.sql": ["product_id", "amount", "currency", "operator", "reason"],
             "refund.sql": ["flow_no", "reason", "operator"],
+            "refunds.sql": ["days"],
             "report.sql": ["since"],
             "revoke.sql": ["user_id", "amount", "currency", "reason", "operator"],
         ]
         let tables = ["wallets", "entries", "credits", "products", "admin_audit", "idempotency_keys",
-                      "revoked_flow_nos", "appstore_refund_states", "api_keys"]
+                      "revoked_flow_nos", "appstore_refund_states", "api_keys", "appstore_notifications",
+                      "appstore_consumption_requests"]
         for name in names {
             let text = try String(contentsOf: directory.appendingPathComponent(name), encoding: .utf8)
             let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
@@ -417,6 +582,65 @@ private struct Books {
                 ROW('test', \(key), \(ByteA(Array(key.utf8))), \(userID), 'coin', \(amount), NULL, NULL, 'request')
                 ::wallet.debit_request])
             """)[0].decode(String.self, at: 0)
+    }
+
+    /// Refunds a credit in full as an operator would.
+    func refund(_ flowNo: String) throws {
+        try connection.query("SELECT wallet.refund_credit(\(flowNo), 'chargeback', 'alice')")
+    }
+
+    /// A purchase and its refund from days ago. Entries are append-only, so
+    /// an old refund cannot be aged afterwards: it is written here as the
+    /// functions would have written it then, in a fresh wallet.
+    func oldRefund(flowNo: String, userID: String, boughtDaysAgo: Int, refundedDaysAgo: Int) throws {
+        try connection.execute("BEGIN")
+        try connection.query("INSERT INTO wallet.wallets (user_id, currency) VALUES (\(userID), 'coin')")
+        let entryID = try connection.query("""
+            INSERT INTO wallet.entries (user_id, currency, amount, balance_after, kind, reference, client, created_at)
+            VALUES (\(userID), 'coin', 600, 600, 'credit', \(flowNo), 'test',
+                    now() - make_interval(days => \(boughtDaysAgo)))
+            RETURNING id
+            """)[0].decode(Int64.self, at: 0)
+        try connection.query("""
+            INSERT INTO wallet.credits (flow_no, user_id, product_id, quantity, currency, amount, status, source,
+                                        client, entry_id, refunded_by, refunded_amount, created_at, updated_at)
+            VALUES (\(flowNo), \(userID), 'guodong600', 1, 'coin', 600, 'refunded', 'caller', 'test', \(entryID),
+                    'admin', 600, now() - make_interval(days => \(boughtDaysAgo)),
+                    now() - make_interval(days => \(refundedDaysAgo)))
+            """)
+        try connection.query("""
+            INSERT INTO wallet.entries (user_id, currency, amount, balance_after, kind, reference, client, created_at)
+            VALUES (\(userID), 'coin', -600, 0, 'refund', \(flowNo), 'admin',
+                    now() - make_interval(days => \(refundedDaysAgo)))
+            """)
+        try connection.execute("COMMIT")
+    }
+
+    /// A CONSUMPTION_REQUEST notification about a flowNO and the service's
+    /// answer to it in `status`; a sent one was sent `sentDaysAgo` days ago.
+    func consumptionRequest(_ uuid: String, flowNo: String, status: String, sentDaysAgo: Int = 0) throws {
+        try connection.query("""
+            INSERT INTO wallet.appstore_notifications
+                (notification_uuid, notification_type, flow_no, environment, signed_date, outcome, payload)
+            VALUES (\(uuid), 'CONSUMPTION_REQUEST', \(flowNo), 'Sandbox', now(), 'recorded', '{}')
+            """)
+        try connection.query("""
+            INSERT INTO wallet.appstore_consumption_requests (notification_uuid, flow_no, environment, status, sent_at)
+            VALUES (\(uuid), \(flowNo), 'Sandbox', \(status),
+                    CASE WHEN \(status)::text = 'sent' THEN now() - make_interval(days => \(sentDaysAgo)) END)
+            """)
+    }
+
+    /// Every row of the tables the books are kept in, as text.
+    func contents() throws -> [String] {
+        let tables = ["wallets", "entries", "credits", "products", "admin_audit", "idempotency_keys",
+                      "appstore_notifications", "appstore_consumption_requests"]
+        return try tables.map { table in
+            try connection.query("""
+                SELECT \(table)::text || ': ' || coalesce(string_agg(t::text, E'\\n' ORDER BY t::text), '')
+                FROM wallet.\(unsafeSQL: table) t
+                """)[0].decode(String.self, at: 0)
+        }
     }
 
     func balance(_ userID: String) throws -> Int64 {
