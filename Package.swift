@@ -82,7 +82,7 @@ let package = Package(
         // it builds without the service.
         .target(
             name: "TestSupport",
-            dependencies: ["Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore", "WalletStore", "Locking"],
+            dependencies: ["Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore", "WalletStore", "Locking", "Logging"],
             path: "Tests/TestSupport"
         ),
         // The service in-process, on a real socket and a real database.

@@ -20,14 +20,16 @@ public final class ServerProcess: Sendable {
     private let process: Process
     private let collected = Buffer()
 
-    public init(binary: String, environment: [String: String], arguments: [String] = ["serve"]) throws {
+    /// With `capturingLog`, standard error (the JSON log) joins `output`.
+    public init(binary: String, environment: [String: String], arguments: [String] = ["serve"],
+                capturingLog: Bool = false) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = arguments
         process.environment = environment
         let output = Pipe()
         process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
+        process.standardError = capturingLog ? output : FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice
         self.process = process
         let handle = output.fileHandleForReading

@@ -1,0 +1,121 @@
+import Crypto
+import Foundation
+import Testing
+import WalletCore
+@testable import AppStore
+@testable import WalletService
+
+/// The pieces of the App Store Server API work that need no network.
+@Suite struct ServerAPIUnitTests {
+    @Test func consumptionIsWhatIsNoLongerInTheWallet() {
+        func answer(_ status: String?, _ amount: Int64?, _ balance: Int64?,
+                    _ preference: Configuration.RefundPreference = .auto) -> ConsumptionAnswer {
+            ConsumptionAnswer(creditStatus: status, creditedAmount: amount, balance: balance, preference: preference)
+        }
+        #expect(answer("credited", 600, 600).consumptionPercentage == 0)
+        #expect(answer("credited", 600, 600).refundPreference == "GRANT_FULL")
+        // More coins than the purchase (other purchases): nothing of this one spent.
+        #expect(answer("credited", 600, 5_000).consumptionPercentage == 0)
+        #expect(answer("credited", 600, 300).consumptionPercentage == 50_000)
+        #expect(answer("credited", 600, 300).refundPreference == "GRANT_PRORATED")
+        // Rounded down: 599/600 spent is 99833.33… milliunits.
+        #expect(answer("credited", 600, 1).consumptionPercentage == 99_833)
+        #expect(answer("credited", 600, 0).consumptionPercentage == 100_000)
+        #expect(answer("credited", 600, -250).consumptionPercentage == 100_000)
+        #expect(answer("credited", 600, -250).refundPreference == "DECLINE")
+        // Not delivered: no percentage, and a full grant under auto.
+        #expect(answer("refunded", 600, 0).deliveryStatus == "UNDELIVERED_OTHER")
+        #expect(answer("refunded", 600, 0).consumptionPercentage == nil)
+        #expect(answer(nil, nil, nil).refundPreference == "GRANT_FULL")
+        #expect(!answer(nil, nil, nil).json.contains("consumptionPercentage"))
+        // A fixed preference wins over auto.
+        #expect(answer("credited", 600, 600, .decline).refundPreference == "DECLINE")
+        #expect(answer("credited", 600, 0, .grantFull).refundPreference == "GRANT_FULL")
+        #expect(answer("credited", 600, 0, .grantProrated).refundPreference == "GRANT_PRORATED")
+        #expect(answer("credited", 1_200, 300).json == #"{"customerConsented":true,"consumptionPercentage":75000,"#
+            + #""deliveryStatus":"DELIVERED","refundPreference":"GRANT_PRORATED","sampleContentProvided":false}"#)
+    }
+
+    @Test func notFoundLookupsAreCachedAndLimitedPerUserForAMinute() {
+        let lookups = TransactionLookups()
+        let start = ContinuousClock.now
+        #expect(lookups.admit(flowNo: "1", userID: "u", now: start) == .ask)
+        lookups.recordNotFound(flowNo: "1", userID: "u", now: start)
+        #expect(lookups.admit(flowNo: "1", userID: "other", now: start + .seconds(59)) == .knownNotFound)
+        #expect(lookups.admit(flowNo: "1", userID: "u", now: start + .seconds(61)) == .ask)
+        // The miss at 0 s has left the window; ten more fill it.
+        for number in 2...11 {
+            lookups.recordNotFound(flowNo: String(number), userID: "u", now: start + .seconds(number))
+        }
+        // The oldest (2 s) leaves at 62 s: 32 s from 30 s.
+        #expect(lookups.admit(flowNo: "12", userID: "u", now: start + .seconds(30)) == .limited(retryAfterSeconds: 32))
+        #expect(lookups.admit(flowNo: "12", userID: "v", now: start + .seconds(30)) == .ask)
+        #expect(lookups.admit(flowNo: "12", userID: "u", now: start + .seconds(62)) == .ask)
+    }
+
+    @Test func tokensCarryTheDocumentedHeaderAndClaimsAndVerify() throws {
+        let key = PrivateKey()
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let token = try ServerAPIToken.make(.init(keyID: "KEY1", issuerID: "issuer-1", bundleID: "com.example.coins"),
+                                            key: key, now: now)
+        let parts = token.split(separator: ".").map(String.init)
+        #expect(parts.count == 3)
+        let header = try #require(try JSONSerialization.jsonObject(with: Data(Base64URL.decode(parts[0]) ?? [])) as? [String: Any])
+        let claims = try #require(try JSONSerialization.jsonObject(with: Data(Base64URL.decode(parts[1]) ?? [])) as? [String: Any])
+        #expect(header["alg"] as? String == "ES256")
+        #expect(header["kid"] as? String == "KEY1")
+        #expect(header["typ"] as? String == "JWT")
+        #expect(claims["iss"] as? String == "issuer-1")
+        #expect(claims["aud"] as? String == "appstoreconnect-v1")
+        #expect(claims["bid"] as? String == "com.example.coins")
+        #expect((claims["iat"] as? NSNumber)?.int64Value == 1_800_000_000)
+        let expires = (claims["exp"] as? NSNumber)?.int64Value ?? 0
+        #expect(expires > 1_800_000_000 && expires <= 1_800_000_000 + 3_600)
+        let signature = try #require(Base64URL.decode(parts[2]))
+        #expect(key.publicKey.verifyES256(rawSignature: signature, message: Array("\(parts[0]).\(parts[1])".utf8)))
+        #expect(!PrivateKey().publicKey.verifyES256(rawSignature: signature, message: Array("\(parts[0]).\(parts[1])".utf8)))
+    }
+
+    @Test func aKeyFileIsReadBackAndOtherTextIsRefused() throws {
+        let key = PrivateKey()
+        let again = try PrivateKey(pem: key.pkcs8PEM)
+        #expect(again.publicKey.subjectPublicKeyInfoDER == key.publicKey.subjectPublicKeyInfoDER)
+        #expect(key.pkcs8PEM.hasPrefix("-----BEGIN PRIVATE KEY-----"))
+        #expect(throws: PrivateKey.KeyError.unreadable) { try PrivateKey(pem: "not a key") }
+        #expect(throws: PrivateKey.KeyError.unreadable) { try PrivateKey(pem: "") }
+    }
+
+    @Test func retryAfterIsReadAsSecondsOrAsADate() {
+        #expect(ServerAPIClient.retryAfterSeconds("3") == 3)
+        #expect(ServerAPIClient.retryAfterSeconds(" 0 ") == 0)
+        #expect(ServerAPIClient.retryAfterSeconds("86400") == 60)
+        #expect(ServerAPIClient.retryAfterSeconds("-1") == nil)
+        #expect(ServerAPIClient.retryAfterSeconds("soon") == nil)
+        #expect(ServerAPIClient.retryAfterSeconds(nil) == nil)
+        #expect(ServerAPIClient.retryAfterSeconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0)
+    }
+
+    @Test func theModeNeedsEveryCredentialNamed() throws {
+        let base = ["WALLET_DATABASE_URL": "postgresql:///x", "WALLET_CREDIT_VERIFICATION": "appstore-api",
+                    "WALLET_APPLE_BUNDLE_ID": "com.example.coins", "WALLET_APPLE_APP_APPLE_ID": "1"]
+        let missing = [("WALLET_APPLE_API_KEY_ID", "K"), ("WALLET_APPLE_API_ISSUER_ID", "I"),
+                       ("WALLET_APPLE_API_PRIVATE_KEY_FILE", "/k.p8")]
+        for (index, (name, _)) in missing.enumerated() {
+            var environment = base
+            for (other, value) in missing where other != name { environment[other] = value }
+            let configuration = try Configuration.load(environment: environment)
+            #expect(throws: Configuration.ConfigurationError.self) { try configuration.validateForServing() }
+            do {
+                try configuration.validateForServing()
+            } catch {
+                #expect(error.variable == name, "case \(index)")
+            }
+        }
+        var complete = base
+        for (name, value) in missing { complete[name] = value }
+        #expect(try Configuration.load(environment: complete).creditVerification == [.appStoreAPI])
+        #expect(throws: Configuration.ConfigurationError.self) {
+            try Configuration.load(environment: complete.merging(["WALLET_APPLE_REFUND_PREFERENCE": "maybe"]) { $1 })
+        }
+    }
+}
