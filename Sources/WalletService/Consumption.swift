@@ -107,41 +107,45 @@ final class ConsumptionSender: Sendable {
         let answer = ConsumptionAnswer(creditStatus: task.creditStatus, creditedAmount: task.creditedAmount,
                                        balance: task.balance, preference: preference)
         let body = answer.json
-        var status = "sent"
-        var failure: String?
-        var retry = 0
+        let attempt = self.attempt(task, body: body)
+        metrics.countConsumption(attempt.status == "sent" ? .sent : attempt.status == "pending" ? .retried : .failed)
+        do {
+            try ledger.recordConsumptionAttempt(task.notificationUUID, status: attempt.status, body: body,
+                                                error: attempt.failure, retryInSeconds: attempt.retrySeconds)
+        } catch {
+            logger.warning("a consumption answer's attempt could not be recorded",
+                           ["appstore.notification_uuid": task.notificationUUID, "error": String(reflecting: error)])
+        }
+        logger.info("consumption answer", ["appstore.notification_uuid": task.notificationUUID, "outcome": attempt.status,
+                                           "appstore.delivery_status": answer.deliveryStatus])
+    }
+
+    /// Sends one answer: `sent`, `pending` again after `retrySeconds`, or `failed`.
+    private func attempt(_ task: LedgerStore.ConsumptionTask,
+                         body: String) -> (status: String, failure: String?, retrySeconds: Int) {
+        // Seconds since Apple asked: a request found by reconciliation may be old already.
+        let age = (Int64(Date().timeIntervalSince1970 * 1000) - task.requestedAtMilliseconds) / 1000
+        guard age < Self.windowSeconds else {
+            return ("failed", "Apple's 12-hour window had passed before it could be sent", 0)
+        }
         do {
             try client.sendConsumption(task.flowNo, environment: Environment(rawValue: task.environment),
                                        body: Data(body.utf8), deadline: client.deadline())
-            metrics.countConsumption(.sent)
+            return ("sent", nil, 0)
         } catch {
-            failure = error.description
-            let age = Int64(Date().timeIntervalSince1970 * 1000) - task.createdAtMilliseconds
             let retryable: Bool
             switch error {
             case .unavailable: retryable = true
             case .refused(let code, _): retryable = code == 401
             case .notFound, .malformedAnswer: retryable = false
             }
-            retry = min(Self.firstRetrySeconds << min(task.attempts, 20), Self.retrySecondsMax)
-            if retryable, age / 1000 + Int64(retry) < Self.windowSeconds {
-                status = "pending"
-                metrics.countConsumption(.retried)
-            } else {
-                status = "failed"
-                if retryable { failure = (failure ?? "") + "; Apple's 12-hour window has passed" }
-                metrics.countConsumption(.failed)
+            let retry = min(Self.firstRetrySeconds << min(task.attempts, 20), Self.retrySecondsMax)
+            if !retryable { return ("failed", error.description, 0) }
+            if age + Int64(retry) >= Self.windowSeconds {
+                return ("failed", error.description + "; Apple's 12-hour window ends before another attempt", 0)
             }
+            return ("pending", error.description, retry)
         }
-        do {
-            try ledger.recordConsumptionAttempt(task.notificationUUID, status: status, body: body, error: failure,
-                                                retryInSeconds: retry)
-        } catch {
-            logger.warning("a consumption answer's attempt could not be recorded",
-                           ["appstore.notification_uuid": task.notificationUUID, "error": String(reflecting: error)])
-        }
-        logger.info("consumption answer", ["appstore.notification_uuid": task.notificationUUID, "outcome": status,
-                                           "appstore.delivery_status": answer.deliveryStatus])
     }
 }
 

@@ -11,7 +11,9 @@ extension LedgerStore {
         public var flowNo: String
         public var environment: String
         public var attempts: Int
-        public var createdAtMilliseconds: Int64
+        /// When Apple sent the request (the notification's signedDate): its
+        /// 12-hour window runs from here.
+        public var requestedAtMilliseconds: Int64
         /// The credit's status (`credited`, `refunded`) or nil when never credited.
         public var creditStatus: String?
         public var creditedAmount: Int64?
@@ -48,8 +50,9 @@ extension LedgerStore {
                 RETURNING r.*
             )
             SELECT l.notification_uuid, l.flow_no, l.environment, l.attempts,
-                   (extract(epoch FROM l.created_at) * 1000)::bigint, c.status, c.amount, w.balance
+                   (extract(epoch FROM n.signed_date) * 1000)::bigint, c.status, c.amount, w.balance
             FROM leased l
+            JOIN wallet.appstore_notifications n ON n.notification_uuid = l.notification_uuid
             LEFT JOIN wallet.credits c ON c.flow_no = l.flow_no
             LEFT JOIN wallet.wallets w ON w.user_id = c.user_id AND w.currency = c.currency
             ORDER BY l.created_at
@@ -57,7 +60,7 @@ extension LedgerStore {
             ConsumptionTask(
                 notificationUUID: try row.decode(String.self, at: 0), flowNo: try row.decode(String.self, at: 1),
                 environment: try row.decode(String.self, at: 2), attempts: try row.decode(Int.self, at: 3),
-                createdAtMilliseconds: try row.decode(Int64.self, at: 4), creditStatus: try row.decodeIfPresent(String.self, at: 5),
+                requestedAtMilliseconds: try row.decode(Int64.self, at: 4), creditStatus: try row.decodeIfPresent(String.self, at: 5),
                 creditedAmount: try row.decodeIfPresent(Int64.self, at: 6), balance: try row.decodeIfPresent(Int64.self, at: 7))
         }
     }
@@ -144,9 +147,12 @@ extension Ledger {
             guard try connection.query("SELECT pg_try_advisory_lock(\(key)::bigint)")[0].decode(Bool.self, at: 0) else {
                 return nil
             }
-            defer { _ = try? connection.query("SELECT pg_advisory_unlock(\(key)::bigint)") }
             // The sweep takes what it takes; this connection only holds the lock.
             connection.deadline = nil
+            defer {
+                connection.deadline = .now + .seconds(5)
+                _ = try? connection.query("SELECT pg_advisory_unlock(\(key)::bigint)")
+            }
             return try body()
         }
     }

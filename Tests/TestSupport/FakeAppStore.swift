@@ -27,23 +27,33 @@ public struct FakeAppStore {
     public struct Options {
         public var leafMarker = true
         public var intermediateMarker = true
-        public var leafNotAfter = FakeAppStore.end
+        /// nil: the end of `validity`.
+        public var leafNotAfter: Date?
         public var leafIsCA = false
         public var keyIdentifiers = true
+        /// When every certificate's validity starts and ends; tests that
+        /// sign with today's dates move it around now.
+        public var validity = FakeAppStore.start...FakeAppStore.end
 
         public init() {}
     }
 
     public init(_ options: Options = Options()) throws {
-        root = try CertificateAuthority.root(Self.profile("Fake Root CA", serial: 1, keyIdentifiers: options.keyIdentifiers))
-        var intermediateProfile = Self.profile("Fake WWDR CA", serial: 2, keyIdentifiers: options.keyIdentifiers)
+        func profile(_ name: String, serial: UInt64) -> CertificateProfile {
+            var profile = Self.profile(name, serial: serial, keyIdentifiers: options.keyIdentifiers)
+            profile.notBefore = options.validity.lowerBound
+            profile.notAfter = options.validity.upperBound
+            return profile
+        }
+        root = try CertificateAuthority.root(profile("Fake Root CA", serial: 1))
+        var intermediateProfile = profile("Fake WWDR CA", serial: 2)
         if options.intermediateMarker {
             intermediateProfile.extraExtensions = [.marker(oid: Self.intermediateMarkerOID)]
         }
         intermediate = try root.intermediate(intermediateProfile)
         leafKey = PrivateKey()
-        var leafProfile = Self.profile("Fake Receipt Signing", serial: 3, keyIdentifiers: options.keyIdentifiers)
-        leafProfile.notAfter = options.leafNotAfter
+        var leafProfile = profile("Fake Receipt Signing", serial: 3)
+        leafProfile.notAfter = options.leafNotAfter ?? options.validity.upperBound
         if options.leafMarker {
             leafProfile.extraExtensions = [.marker(oid: Self.leafMarkerOID)]
         }

@@ -112,6 +112,24 @@ struct ServerAPITests {
         #expect(metrics.contains(#"wallet_appstore_api_request_duration_seconds_count{endpoint="get_transaction_info",status="2xx"} 2"#))
     }
 
+    @Test func concurrentCreditsOfOneBareFlowNoCreditItOnce() throws {
+        let rig = try ServerAPIRig()
+        defer { rig.stop() }
+        rig.api.addTransaction("3000000250", signed: rig.transaction("3000000250", environment: "Production"),
+                               environment: "Production")
+        let statuses = Locked<[Int]>([])
+        #expect(runOnThreads(16) { _ in
+            let status = (try? rig.credit(flowNo: "3000000250", userID: "racer").status) ?? 0
+            statuses.withLock { $0.append(status) }
+        })
+        let seen = statuses.withLock { $0 }.sorted()
+        #expect(seen.filter { $0 == 201 }.count == 1, "\(seen)")
+        #expect(seen.filter { $0 == 200 }.count == 15, "\(seen)")
+        #expect(try rig.count("SELECT count(*) FROM wallet.entries") == 1)
+        #expect(try rig.count("SELECT balance FROM wallet.wallets WHERE user_id = 'racer'") == 600)
+        #expect(try rig.violations() == 0)
+    }
+
     @Test func aReplayIsAnsweredFromTheLedgerWithoutAskingApple() throws {
         let rig = try ServerAPIRig()
         defer { rig.stop() }
@@ -181,7 +199,9 @@ struct ServerAPITests {
             payloads.append(payload)
             rig.api.addNotification(payload, signedDateMilliseconds: rig.nowMilliseconds(), environment: "Production")
         }
-        let stranger = try FakeAppStore()
+        var validity = FakeAppStore.Options()
+        validity.validity = Date().addingTimeInterval(-86_400)...Date().addingTimeInterval(86_400)
+        let stranger = try FakeAppStore(validity)
         rig.api.addNotification(rig.notification("REFUND", flowNo: "3000000509", uuid: RefundNotifications.uuid(509),
                                                  signer: stranger),
                                 signedDateMilliseconds: rig.nowMilliseconds(), environment: "Production")
@@ -297,9 +317,19 @@ struct ServerAPITests {
         // A duplicate delivery queues nothing more.
         #expect(try rig.push(rig.notification("CONSUMPTION_REQUEST", flowNo: "3000000600",
                                               uuid: RefundNotifications.uuid(700))) == 200)
+        // One Apple sent 13 hours ago (found late, say) is past its window: not sent.
+        #expect(try rig.push(rig.notification("CONSUMPTION_REQUEST", flowNo: "3000000601",
+                                              uuid: RefundNotifications.uuid(710), secondsAgo: 13 * 3_600)) == 200)
         #expect(waitFor(seconds: 30) {
             (try? rig.count("SELECT count(*) FROM wallet.appstore_consumption_requests WHERE status = 'sent'")) == 4
         })
+        #expect(waitFor(seconds: 30) {
+            (try? rig.count("SELECT count(*) FROM wallet.appstore_consumption_requests WHERE status = 'failed'")) == 1
+        })
+        #expect(try rig.rows("""
+            SELECT notification_uuid, attempts::text, last_error LIKE '%12-hour window%' FROM wallet.appstore_consumption_requests
+            WHERE status = 'failed'
+            """) == [[RefundNotifications.uuid(710), "1", "t"]])
         let sent = rig.api.received(pathContaining: "/transactions/consumption/")
         #expect(sent.count == 4)
         #expect(sent.allSatisfy { $0.method == "PUT" && $0.environment == "Production" && $0.authorized })
@@ -322,7 +352,8 @@ struct ServerAPITests {
         }
         let metrics = try rig.request("GET", "/metrics", key: nil, body: nil).text
         #expect(metrics.contains(#"wallet_appstore_consumption_total{outcome="sent"} 4"#))
-        #expect(metrics.contains(#"wallet_appstore_consumption_total{outcome="queued"} 4"#))
+        #expect(metrics.contains(#"wallet_appstore_consumption_total{outcome="queued"} 5"#))
+        #expect(metrics.contains(#"wallet_appstore_consumption_total{outcome="failed"} 1"#))
     }
 
     @Test func theOutboxRetriesAfterAppleFailsAndThenAccepts() throws {
@@ -384,7 +415,11 @@ final class ServerAPIRig: @unchecked Sendable {
     init(keyIDSent: String = ServerAPIRig.keyID, extra: [String: String] = [:]) throws {
         options = try TestDatabase.make()
         url = TestService.conninfo(options)
-        apple = try FakeAppStore()
+        // Certificates valid around now, so tokens carry today's signedDate,
+        // as Apple's do: a consumption request's 12 hours run from it.
+        var validity = FakeAppStore.Options()
+        validity.validity = Date().addingTimeInterval(-86_400)...Date().addingTimeInterval(30 * 86_400)
+        apple = try FakeAppStore(validity)
         let key = PrivateKey()
         api = try FakeServerAPI(credentials: .init(keyID: Self.keyID, issuerID: Self.issuerID,
                                                    bundleID: FakeAppStore.bundleID, publicKey: key.publicKey))
@@ -435,21 +470,25 @@ final class ServerAPIRig: @unchecked Sendable {
 
     /// A signed transaction for one `guodong600`, bound to no account.
     func transaction(_ flowNo: String, environment: String) -> String {
-        var payload = FakeAppStore.transaction(transactionID: flowNo, environment: environment)
+        var payload = FakeAppStore.transaction(transactionID: flowNo, environment: environment,
+                                               signedDate: nowMilliseconds() - 1_000)
         payload["productId"] = "guodong600"
         payload.removeValue(forKey: "appAccountToken")
         return apple.sign(payload)
     }
 
     /// A signed Production notification about `flowNo`.
-    func notification(_ type: String, flowNo: String, uuid: String, signer: FakeAppStore? = nil) -> String {
+    func notification(_ type: String, flowNo: String, uuid: String, signer: FakeAppStore? = nil,
+                      secondsAgo: Int64 = 1) -> String {
         let store = signer ?? apple
-        var transaction = FakeAppStore.transaction(transactionID: flowNo, environment: "Production")
+        var transaction = FakeAppStore.transaction(transactionID: flowNo, environment: "Production",
+                                                   signedDate: nowMilliseconds() - 1_000)
         transaction["productId"] = "guodong600"
         transaction.removeValue(forKey: "appAccountToken")
         var notification = FakeAppStore.notification(type: type, environment: "Production",
                                                      signedTransactionInfo: store.sign(transaction))
         notification["notificationUUID"] = uuid
+        notification["signedDate"] = nowMilliseconds() - secondsAgo * 1_000
         return store.sign(notification)
     }
 
