@@ -205,15 +205,7 @@ final class Upkeep: Sendable {
     private let migrate: Bool
     private let retentionHours: Int
     private let logger: Logger
-    private struct State: Sendable {
-        /// Set by `stop`; a pause between rounds ends at once.
-        var stopping = false
-        /// The thread has started and not yet returned.
-        var running = false
-    }
-
-    private let state = Monitor(State())
-    private var stopping: Bool { state.withLock { $0.stopping } }
+    private let state = Monitor(RunState())
 
     static let purgeRoundRows = 1_000
     static let purgeRoundsMax = 20
@@ -227,30 +219,23 @@ final class Upkeep: Sendable {
     }
 
     func start() {
-        state.withLock { $0.running = true }
-        let thread = Thread { [self] in
-            bringSchemaUp()
-            while !stopping {
-                purge()
-                sleep(seconds: Self.purgeIntervalSeconds)
+        state.startThread(name: "wallet-upkeep") { [self] stopping in
+            bringSchemaUp(stopping)
+            while !stopping() {
+                purge(stopping)
+                state.pause(seconds: Self.purgeIntervalSeconds)
             }
-            state.withLock { $0.running = false }
-            state.broadcast()
         }
-        thread.name = "wallet-upkeep"
-        thread.start()
     }
 
     /// Stops the thread and waits for it, at most 10 seconds.
     func stop() {
-        state.withLock { $0.stopping = true }
-        state.broadcast()
-        state.wait(until: .now + .seconds(10)) { !$0.running }
+        state.stopThread()
     }
 
-    private func bringSchemaUp() {
+    private func bringSchemaUp(_ stopping: () -> Bool) {
         var backoffSeconds = 0.25
-        while !stopping {
+        while !stopping() {
             do {
                 try ledger.bringSchemaUp(migrate: migrate)
                 readiness.markSchemaReady()
@@ -259,26 +244,21 @@ final class Upkeep: Sendable {
                 logger.warning("database not ready; retrying", ["error": String(reflecting: error),
                                                                 "retry.seconds": String(backoffSeconds)])
             }
-            sleep(seconds: backoffSeconds)
+            state.pause(seconds: backoffSeconds)
             backoffSeconds = min(backoffSeconds * 2, 5)
         }
     }
 
-    private func purge() {
+    private func purge(_ stopping: () -> Bool) {
         guard readiness.isSchemaReady else { return }
         var total = 0
         for _ in 0..<Self.purgeRoundsMax {
-            guard !stopping else { break }
+            guard !stopping() else { break }
             let deleted = (try? ledger.purgeIdempotencyKeys(olderThanHours: retentionHours,
                                                             limit: Self.purgeRoundRows)) ?? 0
             total += deleted
             if deleted < Self.purgeRoundRows { break }
         }
         if total > 0 { logger.info("idempotency records purged", ["purge.rows": String(total)]) }
-    }
-
-    /// Pauses for `seconds`, or until `stop` is called.
-    private func sleep(seconds: Double) {
-        state.wait(until: .now + .seconds(seconds)) { $0.stopping }
     }
 }

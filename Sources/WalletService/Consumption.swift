@@ -148,36 +148,3 @@ final class ConsumptionSender: Sendable {
         }
     }
 }
-
-/// A background thread's run state: started, asked to stop, finished.
-struct RunState: Sendable {
-    var stopping = false
-    var running = false
-}
-
-extension Monitor where State == RunState {
-    /// Starts one thread running `body`, which should return soon after its
-    /// argument answers true.
-    func startThread(name: String, _ body: @escaping @Sendable (_ stopping: () -> Bool) -> Void) {
-        withLock { $0.running = true }
-        let thread = Thread { [self] in
-            body { self.withLock { $0.stopping } }
-            withLock { $0.running = false }
-            broadcast()
-        }
-        thread.name = name
-        thread.start()
-    }
-
-    /// Asks the thread to stop and waits for it, at most 10 seconds.
-    func stopThread() {
-        withLock { $0.stopping = true }
-        broadcast()
-        wait(until: .now + .seconds(10)) { !$0.running }
-    }
-
-    /// Pauses for `seconds`, or until the thread is asked to stop.
-    func pause(seconds: Double) {
-        wait(until: .now + .seconds(seconds)) { $0.stopping }
-    }
-}

@@ -76,7 +76,15 @@ public final class TestService: @unchecked Sendable {
     /// One request on a fresh connection.
     public func request(_ method: String, _ path: String, key: String? = nil, json: String? = nil,
                         headers: [(name: String, value: String)] = []) throws -> HTTPTestResponse {
-        let client = try client()
+        try Self.request(port: port, method, path, key: key, json: json, headers: headers, timeoutSeconds: 10)
+    }
+
+    /// One request on a fresh connection to a service on `port`, in this
+    /// process or another.
+    public static func request(port: UInt16, _ method: String, _ path: String, key: String?, json: String?,
+                               headers: [(name: String, value: String)] = [],
+                               timeoutSeconds: Double = 30) throws -> HTTPTestResponse {
+        let client = try HTTPTestClient(port: port, timeoutSeconds: timeoutSeconds)
         defer { client.close() }
         return try client.request(method: method, path: path, headers: Self.headers(key: key, json: json) + headers,
                                   body: Array((json ?? "").utf8))

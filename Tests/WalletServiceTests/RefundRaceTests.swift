@@ -219,9 +219,6 @@ final class NotifiedBinary {
     }
 
     func request(_ method: String, _ path: String, key: String?, body: String?) throws -> HTTPTestResponse {
-        let client = try HTTPTestClient(port: port, timeoutSeconds: 30)
-        defer { client.close() }
-        return try client.request(method: method, path: path, headers: TestService.headers(key: key, json: body),
-                                  body: Array((body ?? "").utf8))
+        try TestService.request(port: port, method, path, key: key, json: body)
     }
 }

@@ -19,14 +19,12 @@ struct ServerAPITests {
     @Test func aBareFlowNoIsCreditedFromProductionThenFromSandbox() throws {
         let rig = try ServerAPIRig()
         defer { rig.stop() }
-        rig.api.addTransaction("3000000001", signed: rig.transaction("3000000001", environment: "Production"),
-                               environment: "Production")
+        rig.appleKnows("3000000001", environment: "Production")
         let production = try rig.credit(flowNo: "3000000001", userID: "p1")
         #expect(production.status == 201, "\(production.text)")
         #expect(try production.json()["balance"]?["balance"] == 600)
 
-        rig.api.addTransaction("3000000002", signed: rig.transaction("3000000002", environment: "Sandbox"),
-                               environment: "Sandbox")
+        rig.appleKnows("3000000002", environment: "Sandbox")
         let sandbox = try rig.credit(flowNo: "3000000002", userID: "p2")
         #expect(sandbox.status == 201, "\(sandbox.text)")
 
@@ -74,8 +72,7 @@ struct ServerAPITests {
         #expect(limited.header("Content-Type") == "application/problem+json")
         #expect(rig.api.received.count == asked)
         // Another user is not limited by this one.
-        rig.api.addTransaction("3000000111", signed: rig.transaction("3000000111", environment: "Production"),
-                               environment: "Production")
+        rig.appleKnows("3000000111", environment: "Production")
         #expect(try rig.credit(flowNo: "3000000111", userID: "honest").status == 201)
         #expect(try rig.count("SELECT count(*) FROM wallet.credits") == 1)
     }
@@ -83,8 +80,7 @@ struct ServerAPITests {
     @Test func appleDownIsUnavailableWritesNothingAndTheRetrySucceeds() throws {
         let rig = try ServerAPIRig()
         defer { rig.stop() }
-        rig.api.addTransaction("3000000200", signed: rig.transaction("3000000200", environment: "Production"),
-                               environment: "Production")
+        rig.appleKnows("3000000200", environment: "Production")
         // More failures than the two-second deadline has room to retry.
         rig.api.fail(.init(status: 500, pathContaining: "/transactions/"), count: 50)
         let down = try rig.credit(flowNo: "3000000200", userID: "p3")
@@ -100,8 +96,7 @@ struct ServerAPITests {
         #expect(retried.status == 201, "\(retried.text)")
 
         // A 429 with Retry-After inside the deadline is waited out.
-        rig.api.addTransaction("3000000201", signed: rig.transaction("3000000201", environment: "Production"),
-                               environment: "Production")
+        rig.appleKnows("3000000201", environment: "Production")
         rig.api.fail(.init(status: 429, retryAfter: "1", pathContaining: "/transactions/3000000201"), count: 1)
         let throttled = try rig.credit(flowNo: "3000000201", userID: "p3")
         #expect(throttled.status == 201, "\(throttled.text)")
@@ -115,8 +110,7 @@ struct ServerAPITests {
     @Test func concurrentCreditsOfOneBareFlowNoCreditItOnce() throws {
         let rig = try ServerAPIRig()
         defer { rig.stop() }
-        rig.api.addTransaction("3000000250", signed: rig.transaction("3000000250", environment: "Production"),
-                               environment: "Production")
+        rig.appleKnows("3000000250", environment: "Production")
         let statuses = Locked<[Int]>([])
         #expect(runOnThreads(16) { _ in
             let status = (try? rig.credit(flowNo: "3000000250", userID: "racer").status) ?? 0
@@ -133,8 +127,7 @@ struct ServerAPITests {
     @Test func aReplayIsAnsweredFromTheLedgerWithoutAskingApple() throws {
         let rig = try ServerAPIRig()
         defer { rig.stop() }
-        rig.api.addTransaction("3000000300", signed: rig.transaction("3000000300", environment: "Production"),
-                               environment: "Production")
+        rig.appleKnows("3000000300", environment: "Production")
         #expect(try rig.credit(flowNo: "3000000300", userID: "p4").status == 201)
         let asked = rig.api.received.count
         // Apple would now refuse to answer: the replay must not need it.
@@ -152,8 +145,7 @@ struct ServerAPITests {
     @Test func aWrongKeyIsUnavailableAndTheLogNamesTheConfiguration() throws {
         let rig = try ServerAPIRig(keyIDSent: "WRONGKEY01")
         defer { rig.stop() }
-        rig.api.addTransaction("3000000400", signed: rig.transaction("3000000400", environment: "Production"),
-                               environment: "Production")
+        rig.appleKnows("3000000400", environment: "Production")
         for _ in 0..<3 {
             let refused = try rig.credit(flowNo: "3000000400", userID: "p5")
             #expect(refused.status == 503, "\(refused.text)")
@@ -189,7 +181,7 @@ struct ServerAPITests {
         defer { rig.stop() }
         for number in 0..<5 {
             let flowNo = "300000050\(number)"
-            rig.api.addTransaction(flowNo, signed: rig.transaction(flowNo, environment: "Production"), environment: "Production")
+            rig.appleKnows(flowNo, environment: "Production")
             #expect(try rig.credit(flowNo: flowNo, userID: "r\(number)").status == 201)
         }
         // Five refunds Apple could not deliver, plus one signed by a stranger.
@@ -266,8 +258,7 @@ struct ServerAPITests {
     @Test func theServiceSweepsOnItsOwnAndKeepsItsMark() throws {
         let rig = try ServerAPIRig(extra: ["WALLET_APPLE_RECONCILE_INTERVAL_MINUTES": "1"])
         defer { rig.stop() }
-        rig.api.addTransaction("3000000550", signed: rig.transaction("3000000550", environment: "Production"),
-                               environment: "Production")
+        rig.appleKnows("3000000550", environment: "Production")
         #expect(try rig.credit(flowNo: "3000000550", userID: "s1").status == 201)
         rig.api.addNotification(rig.notification("REFUND", flowNo: "3000000550", uuid: RefundNotifications.uuid(550)),
                                 signedDateMilliseconds: rig.nowMilliseconds(), environment: "Production")
@@ -302,8 +293,7 @@ struct ServerAPITests {
         let cases: [(flowNo: String, spend: Int64)] = [("3000000600", 0), ("3000000601", 300), ("3000000602", 600),
                                                        ("3000000603", 0)]
         for (index, item) in cases.enumerated() {
-            rig.api.addTransaction(item.flowNo, signed: rig.transaction(item.flowNo, environment: "Production"),
-                                   environment: "Production")
+            rig.appleKnows(item.flowNo, environment: "Production")
             #expect(try rig.credit(flowNo: item.flowNo, userID: "c\(index)").status == 201)
             if item.spend > 0 { #expect(try rig.debit(userID: "c\(index)", amount: item.spend, key: "spend-\(index)") == 201) }
         }
@@ -359,8 +349,7 @@ struct ServerAPITests {
     @Test func theOutboxRetriesAfterAppleFailsAndThenAccepts() throws {
         let rig = try ServerAPIRig()
         defer { rig.stop() }
-        rig.api.addTransaction("3000000800", signed: rig.transaction("3000000800", environment: "Production"),
-                               environment: "Production")
+        rig.appleKnows("3000000800", environment: "Production")
         #expect(try rig.credit(flowNo: "3000000800", userID: "o1").status == 201)
         // Failing past one call's two seconds: the row waits for its next turn.
         rig.api.fail(.init(status: 500, pathContaining: "/transactions/consumption/"), count: 1_000)
@@ -468,6 +457,11 @@ final class ServerAPIRig: @unchecked Sendable {
         try? FileManager.default.removeItem(atPath: keyFile)
     }
 
+    /// Apple's API knows `flowNo`: one `guodong600` bought in `environment`.
+    func appleKnows(_ flowNo: String, environment: String) {
+        api.addTransaction(flowNo, signed: transaction(flowNo, environment: environment), environment: environment)
+    }
+
     /// A signed transaction for one `guodong600`, bound to no account.
     func transaction(_ flowNo: String, environment: String) -> String {
         var payload = FakeAppStore.transaction(transactionID: flowNo, environment: environment,
@@ -498,12 +492,9 @@ final class ServerAPIRig: @unchecked Sendable {
     }
 
     func debit(userID: String, amount: Int64, key: String) throws -> Int {
-        let client = try HTTPTestClient(port: port, timeoutSeconds: 30)
-        defer { client.close() }
-        var headers = TestService.headers(key: gameKey, json: "{}")
-        headers.append(("Idempotency-Key", key))
-        return try client.request(method: "POST", path: "/v1/debits", headers: headers,
-                                  body: Array(#"{"user_id":"\#(userID)","amount":\#(amount)}"#.utf8)).status
+        try TestService.request(port: port, "POST", "/v1/debits", key: gameKey,
+                                json: #"{"user_id":"\#(userID)","amount":\#(amount)}"#,
+                                headers: [("Idempotency-Key", key)]).status
     }
 
     func push(_ signedPayload: String) throws -> Int {
@@ -511,10 +502,7 @@ final class ServerAPIRig: @unchecked Sendable {
     }
 
     func request(_ method: String, _ path: String, key: String?, body: String?) throws -> HTTPTestResponse {
-        let client = try HTTPTestClient(port: port, timeoutSeconds: 30)
-        defer { client.close() }
-        return try client.request(method: method, path: path, headers: TestService.headers(key: key, json: body),
-                                  body: Array((body ?? "").utf8))
+        try TestService.request(port: port, method, path, key: key, json: body)
     }
 
     func walletCommand(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
