@@ -19,12 +19,12 @@ struct ServerAPITests {
     @Test func aBareFlowNoIsCreditedFromProductionThenFromSandbox() throws {
         let rig = try ServerAPIRig()
         defer { rig.stop() }
-        rig.appleKnows("3000000001", environment: "Production")
+        rig.fixture.appleKnows("3000000001", environment: "Production")
         let production = try rig.credit(flowNo: "3000000001", userID: "p1")
         #expect(production.status == 201, "\(production.text)")
         #expect(try production.json()["balance"]?["balance"] == 600)
 
-        rig.appleKnows("3000000002", environment: "Sandbox")
+        rig.fixture.appleKnows("3000000002", environment: "Sandbox")
         let sandbox = try rig.credit(flowNo: "3000000002", userID: "p2")
         #expect(sandbox.status == 201, "\(sandbox.text)")
 
@@ -72,7 +72,7 @@ struct ServerAPITests {
         #expect(limited.header("Content-Type") == "application/problem+json")
         #expect(rig.api.received.count == asked)
         // Another user is not limited by this one.
-        rig.appleKnows("3000000111", environment: "Production")
+        rig.fixture.appleKnows("3000000111", environment: "Production")
         #expect(try rig.credit(flowNo: "3000000111", userID: "honest").status == 201)
         #expect(try rig.count("SELECT count(*) FROM wallet.credits") == 1)
     }
@@ -80,7 +80,7 @@ struct ServerAPITests {
     @Test func appleDownIsUnavailableWritesNothingAndTheRetrySucceeds() throws {
         let rig = try ServerAPIRig()
         defer { rig.stop() }
-        rig.appleKnows("3000000200", environment: "Production")
+        rig.fixture.appleKnows("3000000200", environment: "Production")
         // More failures than the two-second deadline has room to retry.
         rig.api.fail(.init(status: 500, pathContaining: "/transactions/"), count: 50)
         let down = try rig.credit(flowNo: "3000000200", userID: "p3")
@@ -96,7 +96,7 @@ struct ServerAPITests {
         #expect(retried.status == 201, "\(retried.text)")
 
         // A 429 with Retry-After inside the deadline is waited out.
-        rig.appleKnows("3000000201", environment: "Production")
+        rig.fixture.appleKnows("3000000201", environment: "Production")
         rig.api.fail(.init(status: 429, retryAfter: "1", pathContaining: "/transactions/3000000201"), count: 1)
         let throttled = try rig.credit(flowNo: "3000000201", userID: "p3")
         #expect(throttled.status == 201, "\(throttled.text)")
@@ -110,7 +110,7 @@ struct ServerAPITests {
     @Test func concurrentCreditsOfOneBareFlowNoCreditItOnce() throws {
         let rig = try ServerAPIRig()
         defer { rig.stop() }
-        rig.appleKnows("3000000250", environment: "Production")
+        rig.fixture.appleKnows("3000000250", environment: "Production")
         let statuses = Locked<[Int]>([])
         #expect(runOnThreads(16) { _ in
             let status = (try? rig.credit(flowNo: "3000000250", userID: "racer").status) ?? 0
@@ -127,7 +127,7 @@ struct ServerAPITests {
     @Test func aReplayIsAnsweredFromTheLedgerWithoutAskingApple() throws {
         let rig = try ServerAPIRig()
         defer { rig.stop() }
-        rig.appleKnows("3000000300", environment: "Production")
+        rig.fixture.appleKnows("3000000300", environment: "Production")
         #expect(try rig.credit(flowNo: "3000000300", userID: "p4").status == 201)
         let asked = rig.api.received.count
         // Apple would now refuse to answer: the replay must not need it.
@@ -145,7 +145,7 @@ struct ServerAPITests {
     @Test func aWrongKeyIsUnavailableAndTheLogNamesTheConfiguration() throws {
         let rig = try ServerAPIRig(keyIDSent: "WRONGKEY01")
         defer { rig.stop() }
-        rig.appleKnows("3000000400", environment: "Production")
+        rig.fixture.appleKnows("3000000400", environment: "Production")
         for _ in 0..<3 {
             let refused = try rig.credit(flowNo: "3000000400", userID: "p5")
             #expect(refused.status == 503, "\(refused.text)")
@@ -181,20 +181,20 @@ struct ServerAPITests {
         defer { rig.stop() }
         for number in 0..<5 {
             let flowNo = "300000050\(number)"
-            rig.appleKnows(flowNo, environment: "Production")
+            rig.fixture.appleKnows(flowNo, environment: "Production")
             #expect(try rig.credit(flowNo: flowNo, userID: "r\(number)").status == 201)
         }
         // Five refunds Apple could not deliver, plus one signed by a stranger.
         var payloads: [String] = []
         for number in 0..<5 {
-            let payload = rig.notification("REFUND", flowNo: "300000050\(number)", uuid: RefundNotifications.uuid(500 + number))
+            let payload = rig.fixture.notification("REFUND", flowNo: "300000050\(number)", uuid: RefundNotifications.uuid(500 + number))
             payloads.append(payload)
             rig.api.addNotification(payload, signedDateMilliseconds: rig.nowMilliseconds(), environment: "Production")
         }
         var validity = FakeAppStore.Options()
         validity.validity = Date().addingTimeInterval(-86_400)...Date().addingTimeInterval(86_400)
         let stranger = try FakeAppStore(validity)
-        rig.api.addNotification(rig.notification("REFUND", flowNo: "3000000509", uuid: RefundNotifications.uuid(509),
+        rig.api.addNotification(rig.fixture.notification("REFUND", flowNo: "3000000509", uuid: RefundNotifications.uuid(509),
                                                  signer: stranger),
                                 signedDateMilliseconds: rig.nowMilliseconds(), environment: "Production")
 
@@ -258,9 +258,9 @@ struct ServerAPITests {
     @Test func theServiceSweepsOnItsOwnAndKeepsItsMark() throws {
         let rig = try ServerAPIRig(extra: ["WALLET_APPLE_RECONCILE_INTERVAL_MINUTES": "1"])
         defer { rig.stop() }
-        rig.appleKnows("3000000550", environment: "Production")
+        rig.fixture.appleKnows("3000000550", environment: "Production")
         #expect(try rig.credit(flowNo: "3000000550", userID: "s1").status == 201)
-        rig.api.addNotification(rig.notification("REFUND", flowNo: "3000000550", uuid: RefundNotifications.uuid(550)),
+        rig.api.addNotification(rig.fixture.notification("REFUND", flowNo: "3000000550", uuid: RefundNotifications.uuid(550)),
                                 signedDateMilliseconds: rig.nowMilliseconds(), environment: "Production")
         // The first sweep runs a few seconds after start.
         #expect(waitFor(seconds: 30) {
@@ -293,22 +293,22 @@ struct ServerAPITests {
         let cases: [(flowNo: String, spend: Int64)] = [("3000000600", 0), ("3000000601", 300), ("3000000602", 600),
                                                        ("3000000603", 0)]
         for (index, item) in cases.enumerated() {
-            rig.appleKnows(item.flowNo, environment: "Production")
+            rig.fixture.appleKnows(item.flowNo, environment: "Production")
             #expect(try rig.credit(flowNo: item.flowNo, userID: "c\(index)").status == 201)
             if item.spend > 0 { #expect(try rig.debit(userID: "c\(index)", amount: item.spend, key: "spend-\(index)") == 201) }
         }
-        let refund = rig.notification("REFUND", flowNo: "3000000603", uuid: RefundNotifications.uuid(603))
+        let refund = rig.fixture.notification("REFUND", flowNo: "3000000603", uuid: RefundNotifications.uuid(603))
         #expect(try rig.push(refund) == 200)
 
         for (index, item) in cases.enumerated() {
-            let request = rig.notification("CONSUMPTION_REQUEST", flowNo: item.flowNo, uuid: RefundNotifications.uuid(700 + index))
+            let request = rig.fixture.notification("CONSUMPTION_REQUEST", flowNo: item.flowNo, uuid: RefundNotifications.uuid(700 + index))
             #expect(try rig.push(request) == 200)
         }
         // A duplicate delivery queues nothing more.
-        #expect(try rig.push(rig.notification("CONSUMPTION_REQUEST", flowNo: "3000000600",
+        #expect(try rig.push(rig.fixture.notification("CONSUMPTION_REQUEST", flowNo: "3000000600",
                                               uuid: RefundNotifications.uuid(700))) == 200)
         // One Apple sent 13 hours ago (found late, say) is past its window: not sent.
-        #expect(try rig.push(rig.notification("CONSUMPTION_REQUEST", flowNo: "3000000601",
+        #expect(try rig.push(rig.fixture.notification("CONSUMPTION_REQUEST", flowNo: "3000000601",
                                               uuid: RefundNotifications.uuid(710), secondsAgo: 13 * 3_600)) == 200)
         #expect(waitFor(seconds: 30) {
             (try? rig.count("SELECT count(*) FROM wallet.appstore_consumption_requests WHERE status = 'sent'")) == 4
@@ -349,11 +349,11 @@ struct ServerAPITests {
     @Test func theOutboxRetriesAfterAppleFailsAndThenAccepts() throws {
         let rig = try ServerAPIRig()
         defer { rig.stop() }
-        rig.appleKnows("3000000800", environment: "Production")
+        rig.fixture.appleKnows("3000000800", environment: "Production")
         #expect(try rig.credit(flowNo: "3000000800", userID: "o1").status == 201)
         // Failing past one call's two seconds: the row waits for its next turn.
         rig.api.fail(.init(status: 500, pathContaining: "/transactions/consumption/"), count: 1_000)
-        #expect(try rig.push(rig.notification("CONSUMPTION_REQUEST", flowNo: "3000000800",
+        #expect(try rig.push(rig.fixture.notification("CONSUMPTION_REQUEST", flowNo: "3000000800",
                                               uuid: RefundNotifications.uuid(800))) == 200)
         #expect(waitFor(seconds: 30) {
             (try? rig.count("SELECT attempts FROM wallet.appstore_consumption_requests WHERE status = 'pending'")) == 1
@@ -383,29 +383,21 @@ struct ServerAPITests {
     }
 }
 
-/// `wallet serve` with `appstore-api` on, on a database of its own, talking
-/// to a fake App Store Server API and trusting a fake App Store's root.
-final class ServerAPIRig: @unchecked Sendable {
+/// A fake App Store (certificates valid around now, so tokens carry today's
+/// signedDate, as Apple's do) and a fake App Store Server API that knows the
+/// test's In-App Purchase key, with the files a service reads them from.
+final class AppleAPIFixture: @unchecked Sendable {
     static let keyID = "TESTKEY123"
     static let issuerID = "57246542-96fe-1a63-e053-0824d011072a"
 
-    let options: Connection.Options
-    let url: String
     let apple: FakeAppStore
     let api: FakeServerAPI
+    /// The fake root certificate (DER), for WALLET_APPLE_ROOT_CERTS.
     let rootFile: String
+    /// The key's `.p8`, for WALLET_APPLE_API_PRIVATE_KEY_FILE.
     let keyFile: String
-    let environment: [String: String]
-    let appKey: String
-    let gameKey: String
-    let server: ServerProcess
-    let port: UInt16
 
-    init(keyIDSent: String = ServerAPIRig.keyID, extra: [String: String] = [:]) throws {
-        options = try TestDatabase.make()
-        url = TestService.conninfo(options)
-        // Certificates valid around now, so tokens carry today's signedDate,
-        // as Apple's do: a consumption request's 12 hours run from it.
+    init() throws {
         var validity = FakeAppStore.Options()
         validity.validity = Date().addingTimeInterval(-86_400)...Date().addingTimeInterval(30 * 86_400)
         apple = try FakeAppStore(validity)
@@ -415,43 +407,9 @@ final class ServerAPIRig: @unchecked Sendable {
         rootFile = try RefundNotifications.writeRoot(of: apple)
         keyFile = NSTemporaryDirectory() + "wallet-api-key-\(UUID().uuidString.prefix(8)).p8"
         try Data(key.pkcs8PEM.utf8).write(to: URL(fileURLWithPath: keyFile))
-        environment = ChaosRun.walletEnvironment([
-            "WALLET_DATABASE_URL": url,
-            "WALLET_LISTEN": "127.0.0.1:0",
-            "WALLET_LOG_LEVEL": "warning",
-            "WALLET_CREDIT_VERIFICATION": "appstore-api",
-            "WALLET_APPLE_BUNDLE_ID": FakeAppStore.bundleID,
-            "WALLET_APPLE_ENVIRONMENTS": "Production,Sandbox",
-            "WALLET_APPLE_APP_APPLE_ID": String(FakeAppStore.appAppleID),
-            "WALLET_APPLE_ROOT_CERTS": rootFile,
-            "WALLET_APPLE_API_KEY_ID": keyIDSent,
-            "WALLET_APPLE_API_ISSUER_ID": Self.issuerID,
-            "WALLET_APPLE_API_PRIVATE_KEY_FILE": keyFile,
-            "WALLET_APPLE_API_PRODUCTION_URL": api.productionURL,
-            "WALLET_APPLE_API_SANDBOX_URL": api.sandboxURL,
-            "WALLET_APPLE_API_TIMEOUT_SECONDS": "2",
-            "WALLET_APPLE_RECONCILE_INTERVAL_MINUTES": "0",
-            "WALLET_APPLE_CONSUMPTION_CONSENT": "true",
-        ].merging(extra) { _, new in new })
-        appKey = try ChaosRun.walletCommand(["keys", "create", "--name", "app-backend", "--scopes", "credit,read"],
-                                            databaseURL: url).lastLine
-        gameKey = try ChaosRun.walletCommand(["keys", "create", "--name", "game-server", "--scopes", "debit,read"],
-                                             databaseURL: url).lastLine
-        server = try ServerProcess(binary: CommandLineTests.walletBinary, environment: environment, capturingLog: true)
-        let server = server, api = api, files = [rootFile, keyFile]
-        do {
-            port = try server.waitForPort()
-            try #require(RefundRaceTests.waitForReady(port: port, seconds: 30))
-        } catch {
-            server.kill()
-            api.stop()
-            for file in files { try? FileManager.default.removeItem(atPath: file) }
-            throw error
-        }
     }
 
     func stop() {
-        server.kill()
         api.stop()
         try? FileManager.default.removeItem(atPath: rootFile)
         try? FileManager.default.removeItem(atPath: keyFile)
@@ -465,7 +423,7 @@ final class ServerAPIRig: @unchecked Sendable {
     /// A signed transaction for one `guodong600`, bound to no account.
     func transaction(_ flowNo: String, environment: String) -> String {
         var payload = FakeAppStore.transaction(transactionID: flowNo, environment: environment,
-                                               signedDate: nowMilliseconds() - 1_000)
+                                               signedDate: Self.nowMilliseconds() - 1_000)
         payload["productId"] = "guodong600"
         payload.removeValue(forKey: "appAccountToken")
         return apple.sign(payload)
@@ -476,14 +434,75 @@ final class ServerAPIRig: @unchecked Sendable {
                       secondsAgo: Int64 = 1) -> String {
         let store = signer ?? apple
         var transaction = FakeAppStore.transaction(transactionID: flowNo, environment: "Production",
-                                                   signedDate: nowMilliseconds() - 1_000)
+                                                   signedDate: Self.nowMilliseconds() - 1_000)
         transaction["productId"] = "guodong600"
         transaction.removeValue(forKey: "appAccountToken")
         var notification = FakeAppStore.notification(type: type, environment: "Production",
                                                      signedTransactionInfo: store.sign(transaction))
         notification["notificationUUID"] = uuid
-        notification["signedDate"] = nowMilliseconds() - secondsAgo * 1_000
+        notification["signedDate"] = Self.nowMilliseconds() - secondsAgo * 1_000
         return store.sign(notification)
+    }
+
+    static func nowMilliseconds() -> Int64 {
+        Int64(Date().timeIntervalSince1970 * 1000)
+    }
+}
+
+/// `wallet serve` with `appstore-api` on, on a database of its own, talking
+/// to a fake App Store Server API and trusting a fake App Store's root.
+final class ServerAPIRig: @unchecked Sendable {
+    let options: Connection.Options
+    let url: String
+    let fixture: AppleAPIFixture
+    var api: FakeServerAPI { fixture.api }
+    let environment: [String: String]
+    let appKey: String
+    let gameKey: String
+    let server: ServerProcess
+    let port: UInt16
+
+    init(keyIDSent: String = AppleAPIFixture.keyID, extra: [String: String] = [:]) throws {
+        options = try TestDatabase.make()
+        url = TestService.conninfo(options)
+        fixture = try AppleAPIFixture()
+        environment = ChaosRun.walletEnvironment([
+            "WALLET_DATABASE_URL": url,
+            "WALLET_LISTEN": "127.0.0.1:0",
+            "WALLET_LOG_LEVEL": "warning",
+            "WALLET_CREDIT_VERIFICATION": "appstore-api",
+            "WALLET_APPLE_BUNDLE_ID": FakeAppStore.bundleID,
+            "WALLET_APPLE_ENVIRONMENTS": "Production,Sandbox",
+            "WALLET_APPLE_APP_APPLE_ID": String(FakeAppStore.appAppleID),
+            "WALLET_APPLE_ROOT_CERTS": fixture.rootFile,
+            "WALLET_APPLE_API_KEY_ID": keyIDSent,
+            "WALLET_APPLE_API_ISSUER_ID": AppleAPIFixture.issuerID,
+            "WALLET_APPLE_API_PRIVATE_KEY_FILE": fixture.keyFile,
+            "WALLET_APPLE_API_PRODUCTION_URL": fixture.api.productionURL,
+            "WALLET_APPLE_API_SANDBOX_URL": fixture.api.sandboxURL,
+            "WALLET_APPLE_API_TIMEOUT_SECONDS": "2",
+            "WALLET_APPLE_RECONCILE_INTERVAL_MINUTES": "0",
+            "WALLET_APPLE_CONSUMPTION_CONSENT": "true",
+        ].merging(extra) { _, new in new })
+        appKey = try ChaosRun.walletCommand(["keys", "create", "--name", "app-backend", "--scopes", "credit,read"],
+                                            databaseURL: url).lastLine
+        gameKey = try ChaosRun.walletCommand(["keys", "create", "--name", "game-server", "--scopes", "debit,read"],
+                                             databaseURL: url).lastLine
+        server = try ServerProcess(binary: CommandLineTests.walletBinary, environment: environment, capturingLog: true)
+        let server = server, fixture = fixture
+        do {
+            port = try server.waitForPort()
+            try #require(RefundRaceTests.waitForReady(port: port, seconds: 30))
+        } catch {
+            server.kill()
+            fixture.stop()
+            throw error
+        }
+    }
+
+    func stop() {
+        server.kill()
+        fixture.stop()
     }
 
     func credit(flowNo: String, userID: String) throws -> HTTPTestResponse {
@@ -530,7 +549,7 @@ final class ServerAPIRig: @unchecked Sendable {
     }
 
     func nowMilliseconds() -> Int64 {
-        Int64(Date().timeIntervalSince1970 * 1000)
+        AppleAPIFixture.nowMilliseconds()
     }
 
     func rfc3339(secondsAgo: Double) -> String {
