@@ -27,20 +27,28 @@ BEGIN
         ON CONFLICT DO NOTHING;
     END IF;
     WITH locked AS (
-        SELECT w.user_id, w.currency, w.balance FROM wallet.wallets w
+        SELECT w.user_id, w.currency, w.balance, w.held FROM wallet.wallets w
         WHERE (w.user_id, w.currency) IN (SELECT k.user_id, k.currency FROM unnest(p_keys) k)
         ORDER BY w.user_id, w.currency
         FOR UPDATE
     ), numbered AS (
         SELECT l.*, row_number() OVER (ORDER BY l.user_id, l.currency)::INTEGER AS number FROM locked l
     )
-    SELECT (SELECT coalesce(array_agg(ROW(n.user_id, n.currency, n.balance, FALSE)::wallet.batch_wallet
+    SELECT (SELECT coalesce(array_agg(ROW(n.user_id, n.currency, n.balance, FALSE, n.held)::wallet.batch_wallet
                                       ORDER BY n.number), '{}')
             FROM numbered n),
            (SELECT array_agg(n.number ORDER BY k.ordinality)
             FROM unnest(p_keys) WITH ORDINALITY k
             LEFT JOIN numbered n ON n.user_id = k.user_id AND n.currency = k.currency)
     INTO wallets, op_wallet;
+    -- Holds past their time stop counting now, under the wallet's lock.
+    IF EXISTS (SELECT 1 FROM unnest(wallets) w WHERE w.held > 0) THEN
+        SELECT coalesce(array_agg(ROW(w.user_id, w.currency, w.balance, FALSE,
+                                      CASE WHEN w.held > 0 THEN wallet.expire_due_holds(w.user_id, w.currency)
+                                           ELSE 0 END)::wallet.batch_wallet ORDER BY w.ordinality), '{}')
+        INTO wallets
+        FROM unnest(wallets) WITH ORDINALITY w;
+    END IF;
 END;
 $$;
 

@@ -89,11 +89,11 @@ BEGIN
                 op_key[i] := ROW(r.user_id, v_credit.currency);
             END IF;
         ELSIF op_revoked[i] THEN
-            v_results[i] := ROW('revoked', NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+            v_results[i] := ROW('revoked', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
         ELSIF v_product.product_id IS NULL THEN
-            v_results[i] := ROW('unknown_product', NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+            v_results[i] := ROW('unknown_product', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
         ELSIF r.claimed_amount IS NOT NULL AND r.claimed_amount <> v_product.amount * r.quantity THEN
-            v_results[i] := ROW('amount_mismatch', NULL, NULL, NULL, NULL, NULL, NULL, v_product.amount * r.quantity);
+            v_results[i] := ROW('amount_mismatch', NULL, NULL, NULL, NULL, NULL, NULL, v_product.amount * r.quantity, NULL);
         ELSE
             op_key[i] := ROW(r.user_id, v_product.currency);
         END IF;
@@ -110,9 +110,10 @@ BEGIN
         IF v_credit.flow_no IS NOT NULL THEN
             IF v_credit.user_id = r.user_id AND v_credit.product_id = r.product_id AND v_credit.quantity = r.quantity THEN
                 v_results[i] := ROW('replayed', v_credit.currency, v_credit.amount, v_credit.status, v_credit.entry_id,
-                                    v_credit.created_at, (v_wallets[op_wallet[i]]).balance, NULL);
+                                    v_credit.created_at, (v_wallets[op_wallet[i]]).balance, NULL,
+                                    (v_wallets[op_wallet[i]]).held);
             ELSE
-                v_results[i] := ROW('flow_no_conflict', NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+                v_results[i] := ROW('flow_no_conflict', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
             END IF;
         ELSIF v_earlier IS NOT NULL THEN
             -- A flowNO credited earlier in this batch.
@@ -121,9 +122,10 @@ BEGIN
                 v_result := v_results[v_earlier];
                 v_result.outcome := 'replayed';
                 v_result.balance := (v_wallets[op_wallet[v_earlier]]).balance;
+                v_result.held := (v_wallets[op_wallet[v_earlier]]).held;
                 v_results[i] := v_result;
             ELSE
-                v_results[i] := ROW('flow_no_conflict', NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+                v_results[i] := ROW('flow_no_conflict', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
             END IF;
         ELSE
             g_credited[op_first[i]] := i;
@@ -136,7 +138,7 @@ BEGIN
             -- Drawn while the wallet is locked, so ids follow the wallet's order.
             v_entry_id := nextval('wallet.entries_id_seq');
             v_results[i] := ROW('credited', v_product.currency, v_amount, 'credited', v_entry_id, now(),
-                                v_wallet.balance, NULL);
+                                v_wallet.balance, NULL, v_wallet.held);
             -- Columns in the tables' order.
             v_credits[cardinality(v_credits) + 1] := ROW(
                 r.flow_no, r.user_id, r.product_id, r.quantity, v_product.currency, v_amount, 'credited', r.source,

@@ -77,5 +77,31 @@ LANGUAGE sql STABLE AS $$
     WHERE k.outcome = 'debited'
       AND (e.id IS NULL OR e.kind <> 'debit' OR e.reference <> k.key OR e.client <> k.client
            OR -e.amount <> k.amount OR k.balance <> e.balance_after)
+    UNION ALL
+    -- The same for a stored capture, whose entry names its hold.
+    SELECT 'capture_key_has_entry', k.client || '/' || k.key, format('entry %s does not match', k.entry_id)
+    FROM wallet.idempotency_keys k
+    LEFT JOIN wallet.entries e ON e.id = k.entry_id
+    WHERE k.outcome = 'captured'
+      AND (e.id IS NULL OR e.kind <> 'debit' OR e.reference <> 'hold:' || k.hold_id
+           OR -e.amount <> k.amount OR k.balance <> e.balance_after)
+    UNION ALL
+    -- A wallet's held is the sum of its holds that are held.
+    SELECT 'held_matches_holds', w.user_id || '/' || w.currency,
+           format('held %s, holds sum %s', w.held, coalesce(s.total, 0))
+    FROM wallet.wallets w
+    LEFT JOIN (SELECT h.user_id, h.currency, sum(h.amount) AS total FROM wallet.holds h
+               WHERE h.status = 'held' GROUP BY h.user_id, h.currency) s
+      ON s.user_id = w.user_id AND s.currency = w.currency
+    WHERE w.held <> coalesce(s.total, 0)
+    UNION ALL
+    -- A capture takes at most its hold, through its one debit entry.
+    SELECT 'capture_within_hold', 'hold:' || h.id,
+           format('captured %s of %s, entry %s', h.captured_amount, h.amount, h.entry_id)
+    FROM wallet.holds h
+    LEFT JOIN wallet.entries e ON e.id = h.entry_id
+    WHERE h.status = 'captured'
+      AND (h.captured_amount > h.amount OR e.id IS NULL OR e.kind <> 'debit' OR e.reference <> 'hold:' || h.id
+           OR -e.amount <> h.captured_amount OR e.user_id <> h.user_id OR e.currency <> h.currency)
     ORDER BY 1, 2, 3;
 $$;
