@@ -9,8 +9,13 @@ public enum WalletError: Error, Sendable, Equatable {
     case unauthorized
     case forbidden(required: Scope)
     case notFound(detail: String)
-    /// The balance is below the amount; `balance` is the current balance.
-    case insufficientFunds(balance: Int64)
+    /// The available balance (the balance less active holds; for a
+    /// capture, the balance) is below the amount.
+    case insufficientFunds(balance: Int64, available: Int64)
+    /// The hold is no longer `held`: it was captured, released or expired.
+    case holdNotActive(status: String)
+    /// A capture of more than the hold; `held` is the hold's amount.
+    case amountExceedsHold(held: Int64)
     /// The flowNO is already credited to another user, product or quantity.
     case flowNoConflict
     case unknownProduct(String)

@@ -30,6 +30,7 @@ public final class Application: Sendable {
     private let reconcile: ReconcileSchedule?
     /// Consumption answers, when the operator consents.
     private let consumption: ConsumptionSender?
+    private let holdSweeper: HoldSweeper
     private let logger: Logger
     private let upkeep: Upkeep
 
@@ -106,6 +107,7 @@ public final class Application: Sendable {
                 metrics.observeRequest(method: completed.method, route: completed.routePattern,
                                        status: completed.status, durationSeconds: completed.durationSeconds)
             })
+        holdSweeper = HoldSweeper(ledger: ledger, readiness: readiness, logger: logger)
         upkeep = Upkeep(ledger: ledger, readiness: readiness, migrate: configuration.migrateOnStart,
                         retentionHours: configuration.idempotencyRetentionHours, logger: logger)
     }
@@ -120,6 +122,7 @@ public final class Application: Sendable {
         upkeep.start()
         reconcile?.start()
         consumption?.start()
+        holdSweeper.start()
         try server.start()
         logger.info("listening", ["http.address": "\(configuration.listen.host):\(port)"])
     }
@@ -138,6 +141,7 @@ public final class Application: Sendable {
         notificationWork.stop(timeoutSeconds: 10)
         reconcile?.stop()
         consumption?.stop()
+        holdSweeper.stop()
         upkeep.stop()
         ledger.shutdown(timeoutSeconds: 10)
         embeddedDatabase?.stopIfStartedHere()
@@ -260,5 +264,45 @@ final class Upkeep: Sendable {
             if deleted < Self.purgeRoundRows { break }
         }
         if total > 0 { logger.info("idempotency records purged", ["purge.rows": String(total)]) }
+    }
+}
+
+/// Expires holds past their time every few seconds. Nothing depends on it
+/// for correctness (every write expires its wallet's due holds first, and
+/// reads count only holds still in time); it keeps `held` and the hold
+/// rows current for reports and admins.
+final class HoldSweeper: Sendable {
+    static let intervalSeconds = 5.0
+    static let walletsPerRound = 1_000
+
+    private let ledger: Ledger
+    private let readiness: Readiness
+    private let logger: Logger
+    private let state = Monitor(RunState())
+
+    init(ledger: Ledger, readiness: Readiness, logger: Logger) {
+        self.ledger = ledger
+        self.readiness = readiness
+        self.logger = logger
+    }
+
+    func start() {
+        state.startThread(name: "wallet-holds") { [self] stopping in
+            while !stopping() {
+                if readiness.isSchemaReady {
+                    do {
+                        let expired = try ledger.expireHolds(wallets: Self.walletsPerRound)
+                        if expired > 0 { logger.info("holds expired", ["holds.expired": String(expired)]) }
+                    } catch {
+                        logger.warning("holds could not be expired", ["error": String(reflecting: error)])
+                    }
+                }
+                state.pause(seconds: Self.intervalSeconds)
+            }
+        }
+    }
+
+    func stop() {
+        state.stopThread()
     }
 }

@@ -30,9 +30,18 @@ extension WalletError: ProblemConvertible {
                            detail: "this API key lacks the \(scope.rawValue) scope")
         case .notFound(let detail):
             return Problem(status: 404, code: "not_found", title: "Not found", detail: detail)
-        case .insufficientFunds(let balance):
+        case .insufficientFunds(let balance, let available):
             return Problem(status: 409, code: "insufficient_funds", title: "Insufficient funds",
-                           detail: "the balance is \(balance), below the amount", extra: ["balance": JSONValue(balance)])
+                           detail: "the available balance is \(available), below the amount",
+                           extra: ["balance": JSONValue(balance), "available": JSONValue(available)])
+        case .holdNotActive(let status):
+            return Problem(status: 409, code: "hold_not_active", title: "Hold not active",
+                           detail: "the hold is \(status); only a held hold can be captured or released",
+                           extra: ["hold_status": .string(status)])
+        case .amountExceedsHold(let held):
+            return Problem(status: 422, code: "amount_exceeds_hold", title: "Amount exceeds hold",
+                           detail: "the hold is for \(held); a capture takes at most that",
+                           extra: ["held_amount": JSONValue(held)])
         case .flowNoConflict:
             return Problem(status: 409, code: "flow_no_conflict", title: "flowNO already credited",
                            detail: "this flowNO is already credited to another user, product or quantity")

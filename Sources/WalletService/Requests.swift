@@ -70,20 +70,8 @@ struct DebitBody: RequestBody {
         let amount = fields.required("amount", { (value: Int64) in Amount(value) },
                                      "must be an integer from 1 to 1000000000000")
         currency = fields.optional("currency", Currency.init, "must match [a-z][a-z0-9_]{0,31}") ?? .coin
-        reason = fields.optional("reason", { (value: String) in
-            value.utf8.count <= Self.reasonBytesMax && value.unicodeScalars.count <= Self.reasonCharactersMax
-                && !value.unicodeScalars.contains("\0") ? value : nil
-        }, "must be a string of at most 200 characters and 800 UTF-8 bytes, without NUL")
-        // Kept in canonical form, and as the text that is stored, so the
-        // size check, the stored copy and the idempotency hash share one pass.
-        let canonical = fields.optional("metadata", { (value: JSONValue) -> (JSONValue, [UInt8])? in
-            guard case .object = value, !value.containsNUL else { return nil }
-            let canonical = value.canonicalized()
-            let bytes = canonical.serialized()
-            return bytes.count <= Self.metadataBytesMax ? (canonical, bytes) : nil
-        }, "must be a JSON object of at most 4 KiB, without NUL characters")
-        metadata = canonical?.0
-        metadataText = canonical.map { String(decoding: $0.1, as: UTF8.self) }
+        reason = fields.reason()
+        (metadata, metadataText) = fields.metadata()
         try fields.finish()
         self.userID = userID!
         self.amount = amount!
@@ -104,6 +92,64 @@ struct DebitBody: RequestBody {
 }
 
 /// Collects field errors while reading one JSON object.
+/// `POST /v1/holds`: a debit's fields and how long the hold lasts.
+struct HoldBody: RequestBody {
+    var userID: UserID
+    var amount: Amount
+    var currency: Currency
+    var reason: String?
+    var metadata: JSONValue?
+    var metadataText: String?
+    var expiresInSeconds: Int
+
+    static let members: Set<String> = ["user_id", "amount", "currency", "reason", "metadata", "expires_in_seconds"]
+    static let expiresInSecondsDefault = 300
+
+    init(json: JSONValue) throws {
+        var fields = try FieldValidator(json, allowed: Self.members)
+        let userID = fields.required("user_id", UserID.init, "must be 1-128 characters of [A-Za-z0-9._:@-]")
+        let amount = fields.required("amount", { (value: Int64) in Amount(value) },
+                                     "must be an integer from 1 to 1000000000000")
+        currency = fields.optional("currency", Currency.init, "must match [a-z][a-z0-9_]{0,31}") ?? .coin
+        reason = fields.reason()
+        (metadata, metadataText) = fields.metadata()
+        expiresInSeconds = fields.optional("expires_in_seconds", { (value: Int) in (1...86_400).contains(value) ? value : nil },
+                                           "must be an integer from 1 to 86400") ?? Self.expiresInSecondsDefault
+        try fields.finish()
+        self.userID = userID!
+        self.amount = amount!
+    }
+
+    var canonicalText: [UInt8] {
+        var members: [(key: String, value: JSONValue)] = [
+            ("amount", JSONValue(amount.value)),
+            ("currency", .string(currency.rawValue)),
+            ("expires_in_seconds", JSONValue(expiresInSeconds)),
+            ("user_id", .string(userID.rawValue)),
+        ]
+        if let reason { members.append(("reason", .string(reason))) }
+        if let metadata { members.append(("metadata", metadata)) }
+        return Array("POST /v1/holds\n".utf8) + JSONValue.object(members).canonicalBytes()
+    }
+}
+
+/// `POST /v1/holds/{id}/capture` (`amount`, optional) and `…/release`
+/// (nothing): an empty body is an empty object.
+struct HoldActionBody: RequestBody {
+    var amount: Amount?
+
+    init(json: JSONValue) throws {
+        var fields = try FieldValidator(json, allowed: ["amount"])
+        amount = fields.optional("amount", { (value: Int64) in Amount(value) }, "must be an integer from 1 to 1000000000000")
+        try fields.finish()
+    }
+
+    func canonicalText(action: String, holdID: Int64) -> [UInt8] {
+        let members: [(key: String, value: JSONValue)] = amount.map { [("amount", JSONValue($0.value))] } ?? []
+        return Array("POST /v1/holds/\(holdID)/\(action)\n".utf8) + JSONValue.object(members).canonicalBytes()
+    }
+}
+
 struct FieldValidator {
     private let object: JSONValue
     private(set) var errors: [FieldError] = []
@@ -146,6 +192,26 @@ struct FieldValidator {
     /// value is non-nil.
     func finish() throws {
         if !errors.isEmpty { throw WalletError.validationFailed(errors) }
+    }
+
+    /// `reason`: at most 200 characters and 800 UTF-8 bytes, without NUL.
+    mutating func reason() -> String? {
+        optional("reason", { (value: String) in
+            value.utf8.count <= DebitBody.reasonBytesMax && value.unicodeScalars.count <= DebitBody.reasonCharactersMax
+                && !value.unicodeScalars.contains("\0") ? value : nil
+        }, "must be a string of at most 200 characters and 800 UTF-8 bytes, without NUL")
+    }
+
+    /// `metadata`, in canonical form and as the text that is stored, so the
+    /// size check, the stored copy and the idempotency hash share one pass.
+    mutating func metadata() -> (JSONValue?, String?) {
+        let canonical = optional("metadata", { (value: JSONValue) -> (JSONValue, [UInt8])? in
+            guard case .object = value, !value.containsNUL else { return nil }
+            let canonical = value.canonicalized()
+            let bytes = canonical.serialized()
+            return bytes.count <= DebitBody.metadataBytesMax ? (canonical, bytes) : nil
+        }, "must be a JSON object of at most 4 KiB, without NUL characters")
+        return (canonical?.0, canonical.map { String(decoding: $0.1, as: UTF8.self) })
     }
 }
 

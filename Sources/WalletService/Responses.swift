@@ -8,8 +8,10 @@ import WalletStore
 /// here from the same stored values as its first answer, so both are the
 /// same bytes.
 enum ResponseBody {
-    static func balance(userID: String, currency: String, balance: Int64) -> JSONValue {
-        ["user_id": .string(userID), "currency": .string(currency), "balance": JSONValue(balance)]
+    /// `held`: what the wallet's active holds keep; `available` = balance − held.
+    static func balance(userID: String, currency: String, balance: Int64, held: Int64) -> JSONValue {
+        ["user_id": .string(userID), "currency": .string(currency), "balance": JSONValue(balance),
+         "held": JSONValue(held), "available": JSONValue(balance - held)]
     }
 
     static func credit(flowNo: String, userID: String, productID: String, quantity: Int,
@@ -24,18 +26,19 @@ enum ResponseBody {
 
     /// `{"credit", "balance"}`, for a credit made or replayed.
     static func credited(_ operation: LedgerStore.CreditOperation, _ state: LedgerStore.CreditState,
-                         balance: Int64) -> JSONValue {
+                         balance: Int64, held: Int64) -> JSONValue {
         [
             "credit": credit(flowNo: operation.flowNo.rawValue, userID: operation.userID.rawValue,
                              productID: operation.productID.rawValue, quantity: operation.quantity.value, state),
-            "balance": self.balance(userID: operation.userID.rawValue, currency: state.currency, balance: balance),
+            "balance": self.balance(userID: operation.userID.rawValue, currency: state.currency, balance: balance,
+                                    held: held),
         ]
     }
 
     /// `{"debit", "balance"}`. The request's fields are the first request's:
     /// a replay has the same request hash.
     static func debited(_ operation: LedgerStore.DebitOperation, entryID: Int64, createdAt: String,
-                        balance: Int64) -> JSONValue {
+                        balance: Int64, held: Int64) -> JSONValue {
         [
             "debit": [
                 "id": JSONValue(entryID), "user_id": .string(operation.userID.rawValue),
@@ -44,14 +47,17 @@ enum ResponseBody {
                 "created_at": .string(createdAt),
             ],
             "balance": self.balance(userID: operation.userID.rawValue, currency: operation.currency.rawValue,
-                                    balance: balance),
+                                    balance: balance, held: held),
         ]
     }
 
-    static func wallet(userID: String, balances: [(currency: String, balance: Int64)]) -> JSONValue {
+    static func wallet(userID: String, balances: [WalletBalance]) -> JSONValue {
         [
             "user_id": .string(userID),
-            "balances": .array(balances.map { ["balance": JSONValue($0.balance), "currency": .string($0.currency)] }),
+            "balances": .array(balances.map {
+                ["balance": JSONValue($0.balance), "currency": .string($0.currency), "held": JSONValue($0.held),
+                 "available": JSONValue($0.available)]
+            }),
         ]
     }
 

@@ -28,6 +28,7 @@ struct WalletAPI: Sendable {
         router.add("GET", "/v1/wallets/{user_id}", gate: admit(.read), getWallet)
         router.add("GET", "/v1/wallets/{user_id}/entries", gate: admit(.read), sync: getEntries)
         router.add("GET", "/v1/credits/{flow_no}", gate: admit(.read), sync: getCredit)
+        registerHolds(on: router)
     }
 
     // MARK: Credits
@@ -88,7 +89,8 @@ struct WalletAPI: Sendable {
                 throw LedgerStore.StoreError.missingColumn(result.outcome.rawValue)
             }
             let replayed = result.outcome == .replayed
-            return .json(ResponseBody.credited(operation, credit, balance: balance), status: replayed ? 200 : 201,
+            return .json(ResponseBody.credited(operation, credit, balance: balance, held: result.held ?? 0),
+                         status: replayed ? 200 : 201,
                          headers: replayed ? [("Idempotent-Replayed", "true")] : [])
         case .flowNoConflict:
             throw WalletError.flowNoConflict
@@ -138,13 +140,14 @@ struct WalletAPI: Sendable {
             guard let entryID = result.entryID, let createdAt = result.createdAt, let balance = result.balance else {
                 throw LedgerStore.StoreError.missingColumn("debited")
             }
-            return .json(ResponseBody.debited(operation, entryID: entryID, createdAt: createdAt, balance: balance),
+            return .json(ResponseBody.debited(operation, entryID: entryID, createdAt: createdAt, balance: balance,
+                                              held: result.held ?? 0),
                          status: 201, headers: replayHeaders)
         case .insufficientFunds:
             // Stored under the key, and replayed as first answered, down to
             // the request id it named.
             guard let balance = result.balance else { throw LedgerStore.StoreError.missingColumn("balance") }
-            var problem = WalletError.insufficientFunds(balance: balance).problem
+            var problem = WalletError.insufficientFunds(balance: balance, available: balance - (result.held ?? 0)).problem
             problem.instance = result.requestID
             problem.headers += replayHeaders
             return .problem(problem)
@@ -164,7 +167,7 @@ struct WalletAPI: Sendable {
                 respond(responder) {
                     var balances = try result.get()
                     if !balances.contains(where: { $0.currency == Currency.coin.rawValue }) {
-                        balances.append((Currency.coin.rawValue, 0))
+                        balances.append(WalletBalance(currency: Currency.coin.rawValue, balance: 0, held: 0))
                         balances.sort { $0.currency < $1.currency }
                     }
                     return .json(ResponseBody.wallet(userID: userID.rawValue, balances: balances))
@@ -227,7 +230,7 @@ struct WalletAPI: Sendable {
         }
     }
 
-    private func client(of request: Request) -> APIClient {
+    func client(of request: Request) -> APIClient {
         guard let client = request.admission as? APIClient else {
             preconditionFailure("a wallet route ran without its gate")
         }
@@ -235,7 +238,7 @@ struct WalletAPI: Sendable {
     }
 
 
-    private func idempotencyKey(_ request: Request) throws -> IdempotencyKey {
+    func idempotencyKey(_ request: Request) throws -> IdempotencyKey {
         guard let text = request.headers["idempotency-key"] else {
             throw WalletError.idempotencyKeyRequired(detail: "send an Idempotency-Key header with every debit")
         }
@@ -256,12 +259,12 @@ struct WalletAPI: Sendable {
         return userID
     }
 
-    private func deadline() -> ContinuousClock.Instant {
+    func deadline() -> ContinuousClock.Instant {
         .now + .seconds(requestTimeoutSeconds)
     }
 
 
-    private func respond(_ responder: Responder, _ body: () throws -> Response) {
+    func respond(_ responder: Responder, _ body: () throws -> Response) {
         do {
             responder.send(try body())
         } catch {

@@ -16,7 +16,7 @@ import WalletCore
 ///   is answered `database_unavailable` unsent, so one nearly expired read
 ///   cannot cut a batch's time to nothing.
 final class BalanceReads: Sendable {
-    typealias Balances = [(currency: String, balance: Int64)]
+    typealias Balances = [WalletBalance]
     typealias Completion = @Sendable (Result<Balances, any Error>) -> Void
 
     private struct Item: Sendable {
@@ -75,7 +75,10 @@ final class BalanceReads: Sendable {
         do {
             let rows = try reads.run(deadline: deadline) { try LedgerStore.balances(of: userIDs, on: $0) }
             var byUser: [String: Balances] = [:]
-            for row in rows { byUser[row.userID, default: []].append((row.currency, row.balance)) }
+            for row in rows {
+                byUser[row.userID, default: []].append(WalletBalance(currency: row.currency, balance: row.balance,
+                                                                     held: row.held))
+            }
             for item in live { item.completion(.success(byUser[item.userID.rawValue] ?? [])) }
         } catch {
             for item in live { item.completion(.failure(error)) }

@@ -53,12 +53,15 @@ public final class Ledger: Sendable {
     public let groupCommit: GroupCommit
     let reads: ServerThreadReads
     let balanceReads: BalanceReads
-    private let metrics: any StoreMetrics
+    let metrics: any StoreMetrics
+    /// The writers' lock timeout, which hold transactions take too.
+    let lockTimeoutMilliseconds: Int
     private let logger: Logger
 
     public init(configuration: Configuration, metrics: any StoreMetrics, logger: Logger) {
         self.metrics = metrics
         self.logger = logger
+        lockTimeoutMilliseconds = configuration.lockTimeoutMilliseconds
         let databaseLogger = Logger(label: "wallet.db", level: logger.level, metadata: logger.metadata)
         var connection = Connection.Options(conninfo: configuration.conninfo)
         connection.statementTimeoutMilliseconds = configuration.statementTimeoutMilliseconds
@@ -103,7 +106,7 @@ public final class Ledger: Sendable {
     /// The user's balances, one per currency that has a wallet, handed to
     /// `completion` on the reader thread (see `BalanceReads`).
     public func balances(of userID: UserID,
-                         completion: @escaping @Sendable (Result<[(currency: String, balance: Int64)], any Error>) -> Void) {
+                         completion: @escaping @Sendable (Result<[WalletBalance], any Error>) -> Void) {
         balanceReads.submit(userID, completion: completion)
     }
 

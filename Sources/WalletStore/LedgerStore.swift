@@ -5,6 +5,21 @@ public import WalletCore
 /// The service's SQL, in one place. Handlers never build SQL; they call
 /// these methods, which call the `wallet.*` functions the admin scripts
 /// share. Every value travels as a bind parameter.
+/// One wallet's balance: what it holds, and what its active holds (those
+/// not past their time) keep from being spent.
+public struct WalletBalance: Sendable, Equatable {
+    public var currency: String
+    public var balance: Int64
+    public var held: Int64
+    public var available: Int64 { balance - held }
+
+    public init(currency: String, balance: Int64, held: Int64) {
+        self.currency = currency
+        self.balance = balance
+        self.held = held
+    }
+}
+
 public struct LedgerStore: Sendable {
     // MARK: Credits
 
@@ -55,6 +70,8 @@ public struct LedgerStore: Sendable {
         /// For `credited` and `replayed`: the credit, and its wallet's balance.
         public var credit: CreditState?
         public var balance: Int64?
+        /// With `balance`: what the wallet's active holds keep.
+        public var held: Int64?
         /// For `amountMismatch`: catalog amount × quantity.
         public var expectedAmount: Int64?
     }
@@ -65,7 +82,7 @@ public struct LedgerStore: Sendable {
                             Int32($0.quantity.value), $0.claimedAmount, $0.source.rawValue, $0.environment])
         }
         let rows = try connection.prepared("""
-            SELECT outcome, currency, amount, status, entry_id, created_at, balance, expected_amount
+            SELECT outcome, currency, amount, status, entry_id, created_at, balance, expected_amount, held
             FROM wallet.credit_many(\(requests)::wallet.credit_request[])
             """)
         guard rows.count == operations.count else { throw StoreError.unexpectedRowCount(rows.count, operations.count) }
@@ -78,6 +95,7 @@ public struct LedgerStore: Sendable {
                                      createdAt: try row.decode(Timestamp.self, at: 5).rfc3339)
             }
             return CreditResult(outcome: outcome, credit: credit, balance: try row.decodeIfPresent(Int64.self, at: 6),
+                                held: try row.decodeIfPresent(Int64.self, at: 8),
                                 expectedAmount: try row.decodeIfPresent(Int64.self, at: 7))
         }
     }
@@ -127,6 +145,8 @@ public struct LedgerStore: Sendable {
         /// For `debited`: the balance after it; for `insufficientFunds`: the
         /// balance that was too low.
         public var balance: Int64?
+        /// With `balance`: what the wallet's active holds kept then.
+        public var held: Int64?
         /// The request id that first got this answer.
         public var requestID: String?
         /// An answer stored whole by a release before typed results, as
@@ -140,7 +160,7 @@ public struct LedgerStore: Sendable {
                             $0.amount.value, $0.reason, $0.metadata, $0.requestID])
         }
         let rows = try connection.prepared("""
-            SELECT outcome, replayed, entry_id, balance, created_at, request_id, stored_response::text
+            SELECT outcome, replayed, entry_id, balance, created_at, request_id, stored_response::text, held
             FROM wallet.debit_many(\(requests)::wallet.debit_request[])
             """)
         guard rows.count == operations.count else { throw StoreError.unexpectedRowCount(rows.count, operations.count) }
@@ -149,6 +169,7 @@ public struct LedgerStore: Sendable {
                         entryID: try row.decodeIfPresent(Int64.self, at: 2),
                         createdAt: try row.decodeIfPresent(Timestamp.self, at: 4)?.rfc3339,
                         balance: try row.decodeIfPresent(Int64.self, at: 3),
+                        held: try row.decodeIfPresent(Int64.self, at: 7),
                         requestID: try row.decodeIfPresent(String.self, at: 5),
                         storedResponse: try row.decodeIfPresent(String.self, at: 6))
         }
@@ -166,16 +187,22 @@ public struct LedgerStore: Sendable {
         var userID: String
         var currency: String
         var balance: Int64
+        var held: Int64
     }
 
     /// The balances of every user in `userIDs`, one row per wallet, in
     /// currency order within each user.
     static func balances(of userIDs: [String], on connection: Connection) throws -> [UserBalance] {
         try connection.prepared("""
-            SELECT user_id, currency, balance FROM wallet.wallets
-            WHERE user_id = ANY(\(userIDs)::text[]) ORDER BY user_id, currency
+            SELECT w.user_id, w.currency, w.balance,
+                   CASE WHEN w.held = 0 THEN 0 ELSE (
+                       SELECT coalesce(sum(h.amount), 0) FROM wallet.holds h
+                       WHERE h.user_id = w.user_id AND h.currency = w.currency AND h.status = 'held'
+                         AND h.expires_at > now()) END
+            FROM wallet.wallets w
+            WHERE w.user_id = ANY(\(userIDs)::text[]) ORDER BY w.user_id, w.currency
             """).map { UserBalance(userID: try $0.decode(String.self, at: 0), currency: try $0.decode(String.self, at: 1),
-                                   balance: try $0.decode(Int64.self, at: 2)) }
+                                   balance: try $0.decode(Int64.self, at: 2), held: try $0.decode(Int64.self, at: 3)) }
     }
 
     public struct Entry: Sendable, Equatable {

@@ -212,10 +212,10 @@ struct CreditDebitTests {
         let never = try service.request("GET", "/v1/wallets/nobody", key: service.gameServerKey)
         #expect(never.status == 200)
         #expect(try never.json()["user_id"] == "nobody")
-        #expect(try never.json()["balances"] == .array([.object([("balance", 0), ("currency", "coin")])]))
+        #expect(try never.json()["balances"] == .array([.object([("balance", 0), ("currency", "coin"), ("held", 0), ("available", 0)])]))
         #expect(try service.credit(userID: "ivy", flowNo: "r-1").status == 201)
         let wallet = try service.request("GET", "/v1/wallets/ivy", key: service.appBackendKey)
-        #expect(try wallet.json()["balances"] == .array([.object([("balance", 600), ("currency", "coin")])]))
+        #expect(try wallet.json()["balances"] == .array([.object([("balance", 600), ("currency", "coin"), ("held", 0), ("available", 600)])]))
         let credit = try service.request("GET", "/v1/credits/r-1", key: service.gameServerKey)
         #expect(credit.status == 200)
         #expect(try credit.json()["credit"]?["user_id"] == "ivy")
@@ -248,7 +248,8 @@ struct CreditDebitTests {
                         let expected = Int64(1_000 + user - round - 1)
                         let read = try service.request("GET", path, key: service.gameServerKey)
                         let balances = try read.json()["balances"]
-                        if debit.status != 201 || balances != .array([.object([("balance", .number(String(expected))), ("currency", "coin")])]) {
+                        if debit.status != 201 || balances != .array([.object([("balance", .number(String(expected))), ("currency", "coin"),
+                                                                     ("held", 0), ("available", .number(String(expected)))])]) {
                             wrong.withLock { $0.append("\(path) after debit \(round): \(debit.status) \(String(describing: balances))") }
                         }
                     } else {

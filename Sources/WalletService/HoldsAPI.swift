@@ -1,0 +1,136 @@
+import Crypto
+import Foundation
+import HTTPServer
+import WalletCore
+import WalletStore
+
+/// Holds: `POST /v1/holds`, `POST /v1/holds/{id}/capture`,
+/// `POST /v1/holds/{id}/release` (scope `debit`, each with an
+/// Idempotency-Key) and `GET /v1/holds/{id}` (scope `read`).
+///
+/// Each POST is one database transaction, run on the blocking pool rather
+/// than a server thread. Its answer is built and stored in SQL with the
+/// key, so a replay sends the stored body (with `Idempotent-Replayed`).
+extension WalletAPI {
+    func registerHolds(on router: Router) {
+        router.add("POST", "/v1/holds", gate: admit(.debit), postHold)
+        router.add("POST", "/v1/holds/{id}/capture", gate: admit(.debit)) { request, responder in
+            postHoldAction(request, responder, action: "capture")
+        }
+        router.add("POST", "/v1/holds/{id}/release", gate: admit(.debit)) { request, responder in
+            postHoldAction(request, responder, action: "release")
+        }
+        router.add("GET", "/v1/holds/{id}", gate: admit(.read), sync: getHold)
+    }
+
+    func postHold(_ request: Request, _ responder: Responder) {
+        do {
+            let client = client(of: request)
+            let json = try JSONBody.parse(request)
+            let key = try idempotencyKey(request)
+            let body = try HoldBody(json: json)
+            let hold = LedgerStore.HoldRequest(
+                client: client.name, anyClient: client.allows(.admin), key: key,
+                requestHash: SHA256.hash(body.canonicalText), requestID: request.requestID,
+                operation: .place(user: body.userID, currency: body.currency, amount: body.amount, reason: body.reason,
+                                  metadata: body.metadataText, expiresInSeconds: body.expiresInSeconds))
+            try runHold(hold, responder)
+        } catch {
+            responder.fail(error)
+        }
+    }
+
+    func postHoldAction(_ request: Request, _ responder: Responder, action: String) {
+        do {
+            let client = client(of: request)
+            let holdID = try Self.holdID(request)
+            // No body, or an empty one, is an empty object.
+            let json: JSONValue = request.body.isEmpty ? .object([]) : try JSONBody.parse(request)
+            let key = try idempotencyKey(request)
+            let body = try HoldActionBody(json: json)
+            if action == "release", body.amount != nil {
+                throw WalletError.validationFailed([FieldError(field: "amount", message: "is not a known field")])
+            }
+            let hold = LedgerStore.HoldRequest(
+                client: client.name, anyClient: client.allows(.admin), key: key,
+                requestHash: SHA256.hash(body.canonicalText(action: action, holdID: holdID)),
+                requestID: request.requestID,
+                operation: action == "capture" ? .capture(holdID: holdID, amount: body.amount) : .release(holdID: holdID))
+            try runHold(hold, responder)
+        } catch {
+            responder.fail(error)
+        }
+    }
+
+    func getHold(_ request: Request) throws -> Response {
+        let client = client(of: request)
+        let holdID = try Self.holdID(request)
+        guard let hold = try ledger.hold(id: holdID, client: client.name, anyClient: client.allows(.admin)) else {
+            throw WalletError.notFound(detail: "no hold \(holdID)")
+        }
+        return Response(status: 200, headers: [("Content-Type", "application/json")],
+                        body: Array(#"{"hold":"#.utf8) + LegacyReplay.compact(hold) + Array("}".utf8))
+    }
+
+    private func runHold(_ hold: LedgerStore.HoldRequest, _ responder: Responder) throws {
+        if ledger.groupCommit.isStopping { throw WalletError.shuttingDown }
+        let deadline = deadline()
+        let queued = blockingWork.submit { [ledger] in
+            respond(responder) {
+                guard ContinuousClock.now < deadline else { throw WalletError.overloaded }
+                return try Self.holdResponse(try ledger.hold(hold, deadline: deadline))
+            }
+        }
+        if !queued { throw WalletError.overloaded }
+    }
+
+    /// The answer for a hold operation's outcome, first sent or replayed.
+    static func holdResponse(_ result: LedgerStore.HoldResult) throws -> Response {
+        let headers: [(name: String, value: String)] = result.replayed ? [("Idempotent-Replayed", "true")] : []
+        let stored = try result.response.map { try JSONParser.parse(Array($0.utf8)) }
+        func body(status: Int) throws -> Response {
+            guard let text = result.response else { throw LedgerStore.StoreError.missingColumn(result.outcome.rawValue) }
+            return Response(status: status, headers: [("Content-Type", "application/json")] + headers,
+                            body: LegacyReplay.compact(text))
+        }
+        func problem(_ error: WalletError) -> Response {
+            var problem = error.problem
+            problem.instance = result.requestID
+            problem.headers += headers
+            return .problem(problem)
+        }
+        func integer(_ value: JSONValue?) -> Int64 {
+            if case .number(let digits)? = value { return Int64(digits) ?? 0 }
+            return 0
+        }
+        func text(_ value: JSONValue?) -> String {
+            if case .string(let string)? = value { return string }
+            return ""
+        }
+        switch result.outcome {
+        case .held, .captured:
+            return try body(status: 201)
+        case .released:
+            return try body(status: 200)
+        case .insufficientFunds:
+            return problem(.insufficientFunds(balance: integer(stored?["balance"]), available: integer(stored?["available"])))
+        case .holdNotActive:
+            return problem(.holdNotActive(status: text(stored?["hold"]?["status"])))
+        case .amountExceedsHold:
+            return problem(.amountExceedsHold(held: integer(stored?["hold"]?["amount"])))
+        case .notFound:
+            throw WalletError.notFound(detail: "no such hold")
+        case .idempotencyKeyReused:
+            throw WalletError.idempotencyKeyReused
+        case .unknownCurrency:
+            throw WalletError.validationFailed([FieldError(field: "currency", message: "is not a currency of the catalog")])
+        }
+    }
+
+    static func holdID(_ request: Request) throws -> Int64 {
+        guard let text = request.pathParameters["id"], let id = Int64(text), id > 0, String(id) == text else {
+            throw WalletError.notFound(detail: "no such hold")
+        }
+        return id
+    }
+}

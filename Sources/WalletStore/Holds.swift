@@ -1,0 +1,129 @@
+import Foundation
+import Postgres
+public import WalletCore
+
+/// Holds in the ledger database: placed, captured and released through the
+/// SQL functions in Migrations/functions/07_holds.sql, one transaction each,
+/// on the read pool's connections with the writers' lock timeout. Their
+/// answers are built in SQL and stored under the idempotency key, so a
+/// replay is the stored body.
+extension LedgerStore {
+    public enum HoldOperation: Sendable {
+        case place(user: UserID, currency: Currency, amount: Amount, reason: String?, metadata: String?, expiresInSeconds: Int)
+        case capture(holdID: Int64, amount: Amount?)
+        case release(holdID: Int64)
+    }
+
+    public struct HoldRequest: Sendable {
+        public var client: String
+        /// Admin keys act on any client's holds.
+        public var anyClient: Bool
+        public var key: IdempotencyKey
+        public var requestHash: [UInt8]
+        public var requestID: String
+        public var operation: HoldOperation
+
+        public init(client: String, anyClient: Bool, key: IdempotencyKey, requestHash: [UInt8], requestID: String,
+                    operation: HoldOperation) {
+            self.client = client
+            self.anyClient = anyClient
+            self.key = key
+            self.requestHash = requestHash
+            self.requestID = requestID
+            self.operation = operation
+        }
+    }
+
+    public enum HoldOutcome: String, Sendable {
+        case held, captured, released
+        case insufficientFunds = "insufficient_funds"
+        case holdNotActive = "hold_not_active"
+        case amountExceedsHold = "amount_exceeds_hold"
+        case notFound = "not_found"
+        case idempotencyKeyReused = "idempotency_key_reused"
+        case unknownCurrency = "unknown_currency"
+    }
+
+    public struct HoldResult: Sendable {
+        public var outcome: HoldOutcome
+        public var replayed: Bool
+        /// The answer's body as stored (JSON text), for outcomes that keep one.
+        public var response: String?
+        /// The request id that first got this answer.
+        public var requestID: String?
+    }
+
+    static func hold(_ request: HoldRequest, lockTimeoutMilliseconds: Int, on connection: Connection) throws -> HoldResult {
+        try connection.execute("SET LOCAL lock_timeout = \(unsafeSQL: String(lockTimeoutMilliseconds))")
+        let (client, key, hash, requestID) = (request.client, request.key.rawValue, ByteA(request.requestHash), request.requestID)
+        let rows: Rows
+        switch request.operation {
+        case .place(let user, let currency, let amount, let reason, let metadata, let expiresIn):
+            rows = try connection.prepared("""
+                SELECT outcome, replayed, response::text, request_id FROM wallet.place_hold(
+                    \(client), \(key), \(hash), \(requestID), \(user.rawValue), \(currency.rawValue), \(amount.value)::bigint,
+                    \(reason), \(metadata)::jsonb, \(expiresIn)::integer)
+                """)
+        case .capture(let holdID, let amount):
+            rows = try connection.prepared("""
+                SELECT outcome, replayed, response::text, request_id FROM wallet.capture_hold(
+                    \(client), \(key), \(hash), \(requestID), \(holdID)::bigint, \(amount?.value)::bigint,
+                    \(request.anyClient)::boolean)
+                """)
+        case .release(let holdID):
+            rows = try connection.prepared("""
+                SELECT outcome, replayed, response::text, request_id FROM wallet.release_hold(
+                    \(client), \(key), \(hash), \(requestID), \(holdID)::bigint, \(request.anyClient)::boolean)
+                """)
+        }
+        let row = rows[0]
+        let text = try row.decode(String.self, at: 0)
+        guard let outcome = HoldOutcome(rawValue: text) else { throw StoreError.unknownOutcome(text) }
+        return HoldResult(outcome: outcome, replayed: try row.decodeIfPresent(Bool.self, at: 1) ?? false,
+                          response: try row.decodeIfPresent(String.self, at: 2),
+                          requestID: try row.decodeIfPresent(String.self, at: 3))
+    }
+
+    /// A hold as the API shows it (JSON text), or nil when there is none
+    /// for this client.
+    static func hold(id: Int64, client: String, anyClient: Bool, on connection: Connection) throws -> String? {
+        try connection.prepared("""
+            SELECT wallet.hold_json(h)::text FROM wallet.holds h
+            WHERE h.id = \(id)::bigint AND (\(anyClient)::boolean OR h.client = \(client))
+            """).single.map { try $0.decode(String.self, at: 0) }
+    }
+}
+
+extension Ledger {
+    /// Places, captures or releases a hold, by `deadline`. A write that met
+    /// another one with the same key (a debit) is tried once more, and then
+    /// finds the key taken.
+    public func hold(_ request: LedgerStore.HoldRequest, deadline: ContinuousClock.Instant) throws -> LedgerStore.HoldResult {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try pool.withTransaction(deadline: deadline) {
+                    try LedgerStore.hold(request, lockTimeoutMilliseconds: lockTimeoutMilliseconds, on: $0)
+                }
+            } catch let error as PostgresError {
+                metrics.countDatabaseError(error)
+                let failure = StoreFailure(error)
+                if (failure == .conflict || failure == .notSent), attempt < 3, ContinuousClock.now < deadline { continue }
+                throw failure.walletError ?? error
+            }
+        }
+    }
+
+    /// The hold `id` as it is now, when `client` may see it.
+    public func hold(id: Int64, client: String, anyClient: Bool) throws -> String? {
+        try reads.run { try LedgerStore.hold(id: id, client: client, anyClient: anyClient, on: $0) }
+    }
+
+    /// Expires due holds of up to `wallets` wallets; returns how many.
+    public func expireHolds(wallets: Int) throws -> Int {
+        try pool.withConnection(deadline: .now + .seconds(10)) {
+            try $0.prepared("SELECT wallet.expire_holds(\(wallets)::integer)")[0].decode(Int.self, at: 0)
+        }
+    }
+}

@@ -1,0 +1,262 @@
+import Foundation
+import HTTPServer
+import Locking
+import Postgres
+import ServiceTestSupport
+import Testing
+import TestSupport
+
+/// Holds through the real server: placing against what is available,
+/// capture, release and expiry, their idempotency, and races among them.
+@Suite(.timeLimit(.minutes(3)))
+struct HoldTests {
+    /// A service whose `user` has `coins` granted.
+    static func service(granting coins: Int64, to user: String) throws -> TestService {
+        let service = try TestService()
+        let connection = try Connection(options: service.database)
+        defer { connection.close() }
+        try connection.query("SELECT * FROM wallet.grant_coins(\(user), \(coins)::bigint, 'coin', 'setup', 'tests')")
+        return service
+    }
+
+    static func hold(_ service: TestService, user: String, amount: Int64, key: String, expiresIn: Int? = nil,
+                     apiKey: String? = nil) throws -> HTTPTestResponse {
+        let expiry = expiresIn.map { #","expires_in_seconds":\#($0)"# } ?? ""
+        return try service.request("POST", "/v1/holds", key: apiKey ?? service.gameServerKey,
+                                   json: #"{"user_id":"\#(user)","amount":\#(amount),"reason":"match entry"\#(expiry)}"#,
+                                   headers: [("Idempotency-Key", key)])
+    }
+
+    static func act(_ service: TestService, _ action: String, id: Int64, key: String, json: String? = nil,
+                    apiKey: String? = nil) throws -> HTTPTestResponse {
+        try service.request("POST", "/v1/holds/\(id)/\(action)", key: apiKey ?? service.gameServerKey, json: json,
+                            headers: [("Idempotency-Key", key)])
+    }
+
+    static func id(_ response: HTTPTestResponse) throws -> Int64 {
+        guard case .number(let digits)? = try response.json()["hold"]?["id"], let id = Int64(digits) else {
+            throw HoldTestError.noID(response.text)
+        }
+        return id
+    }
+
+    enum HoldTestError: Error {
+        case noID(String)
+    }
+
+    static func available(_ service: TestService, _ user: String) throws -> JSONValue? {
+        first(try service.request("GET", "/v1/wallets/\(user)", key: service.gameServerKey).json()["balances"])?["available"]
+    }
+
+    static func first(_ array: JSONValue?) -> JSONValue? {
+        guard case .array(let elements)? = array else { return nil }
+        return elements.first
+    }
+
+    @Test func aHoldReservesCoinsThatACaptureDebitsAndTheRestIsReleased() throws {
+        let service = try Self.service(granting: 1_000, to: "p1")
+        defer { service.stop() }
+        let placed = try Self.hold(service, user: "p1", amount: 700, key: "h-1")
+        #expect(placed.status == 201, "\(placed.text)")
+        let body = try placed.json()
+        #expect(body["hold"]?["status"] == "held")
+        #expect(body["hold"]?["amount"] == 700)
+        #expect(body["hold"]?["reason"] == "match entry")
+        #expect(body["balance"]?["balance"] == 1_000)
+        #expect(body["balance"]?["held"] == 700)
+        #expect(body["balance"]?["available"] == 300)
+        let id = try Self.id(placed)
+
+        // Debits and new holds see only what is available.
+        let debit = try service.debit(userID: "p1", amount: 301, idempotencyKey: "d-1")
+        #expect(debit.status == 409, "\(debit.text)")
+        #expect(try debit.json()["available"] == 300)
+        #expect(try debit.json()["detail"] == "the available balance is 300, below the amount")
+        let second = try Self.hold(service, user: "p1", amount: 301, key: "h-2")
+        #expect(second.status == 409)
+        #expect(try second.json()["code"] == "insufficient_funds")
+        #expect(try second.json()["balance"] == 1_000)
+        #expect(try second.json()["available"] == 300)
+        #expect(try Self.available(service, "p1") == 300)
+
+        // More than the hold is refused; then 500 of the 700 is captured.
+        let tooMuch = try Self.act(service, "capture", id: id, key: "c-0", json: #"{"amount":701}"#)
+        #expect(tooMuch.status == 422, "\(tooMuch.text)")
+        #expect(try tooMuch.json()["code"] == "amount_exceeds_hold")
+        let captured = try Self.act(service, "capture", id: id, key: "c-1", json: #"{"amount":500}"#)
+        #expect(captured.status == 201, "\(captured.text)")
+        let capture = try captured.json()
+        #expect(capture["hold"]?["status"] == "captured")
+        #expect(capture["hold"]?["captured_amount"] == 500)
+        #expect(capture["debit"]?["amount"] == 500)
+        #expect(capture["balance"]?["balance"] == 500)
+        #expect(capture["balance"]?["held"] == 0)
+        #expect(capture["balance"]?["available"] == 500)
+        #expect(try service.count("SELECT count(*) FROM wallet.entries WHERE kind = 'debit' AND reference = 'hold:\(id)' AND amount = -500") == 1)
+
+        // Once only: a second capture and a release are 409.
+        let again = try Self.act(service, "capture", id: id, key: "c-2")
+        #expect(again.status == 409)
+        #expect(try again.json()["code"] == "hold_not_active")
+        #expect(try again.json()["hold_status"] == "captured")
+        let release = try Self.act(service, "release", id: id, key: "r-1")
+        #expect(release.status == 409)
+        #expect(try release.json()["code"] == "hold_not_active")
+
+        let lookup = try service.request("GET", "/v1/holds/\(id)", key: service.gameServerKey)
+        #expect(lookup.status == 200, "\(lookup.text)")
+        #expect(try lookup.json()["hold"]?["status"] == "captured")
+        #expect(try service.violations() == [])
+    }
+
+    @Test func answersReplayUnderTheirKeysAndHoldsBelongToTheirClient() throws {
+        let service = try Self.service(granting: 100, to: "p2")
+        defer { service.stop() }
+        let first = try Self.hold(service, user: "p2", amount: 40, key: "same")
+        let replay = try Self.hold(service, user: "p2", amount: 40, key: "same")
+        #expect(first.status == 201)
+        #expect(replay.status == 201)
+        #expect(replay.header("Idempotent-Replayed") == "true")
+        #expect(replay.body == first.body)
+        #expect(try service.count("SELECT count(*) FROM wallet.holds") == 1)
+        let reused = try Self.hold(service, user: "p2", amount: 41, key: "same")
+        #expect(reused.status == 422)
+        #expect(try reused.json()["code"] == "idempotency_key_reused")
+        // A refusal is sticky too.
+        let refused = try Self.hold(service, user: "p2", amount: 61, key: "big")
+        let refusedAgain = try Self.hold(service, user: "p2", amount: 61, key: "big")
+        #expect(refused.status == 409)
+        #expect(refusedAgain.status == 409)
+        #expect(refusedAgain.header("Idempotent-Replayed") == "true")
+        #expect(try refusedAgain.json()["instance"] == (try refused.json()["instance"]))
+
+        let id = try Self.id(first)
+        // Another client sees nothing; an admin key may act.
+        let stranger = try service.request("GET", "/v1/holds/\(id)", key: service.appBackendKey)
+        #expect(stranger.status == 404)
+        #expect(try stranger.json()["code"] == "not_found")
+        let otherClient = try Self.act(service, "release", id: id, key: "x", apiKey: service.adminKey)
+        #expect(otherClient.status == 200, "\(otherClient.text)")
+        #expect(try otherClient.json()["hold"]?["status"] == "released")
+        #expect(try otherClient.json()["balance"]?["available"] == 100)
+        let releasedReplay = try Self.act(service, "release", id: id, key: "x", apiKey: service.adminKey)
+        #expect(releasedReplay.body == otherClient.body)
+        #expect(try service.count("SELECT count(*) FROM wallet.entries WHERE kind = 'debit'") == 0)
+        #expect(try service.request("GET", "/v1/holds/999999", key: service.gameServerKey).status == 404)
+        #expect(try service.request("GET", "/v1/holds/abc", key: service.gameServerKey).status == 404)
+        #expect(try service.violations() == [])
+    }
+
+    @Test func sixtyFourThreadsHoldSevenOfAThousandAndExactly142Succeed() throws {
+        let service = try Self.service(granting: 1_000, to: "crowd")
+        defer { service.stop() }
+        let statuses = Locked<[Int]>([])
+        let negative = Locked(false)
+        #expect(runOnThreads(64) { index in
+            let status = (try? Self.hold(service, user: "crowd", amount: 7, key: "k-\(index)").status) ?? 0
+            statuses.withLock { $0.append(status) }
+            // Nothing ever shows less than nothing available.
+            if case .number(let digits)? = try? Self.available(service, "crowd"), (Int64(digits) ?? 0) < 0 {
+                negative.withLock { $0 = true }
+            }
+        })
+        // Then more, to run out: 64 + 100 tries of 7 against 1,000.
+        #expect(runOnThreads(100) { index in
+            let status = (try? Self.hold(service, user: "crowd", amount: 7, key: "more-\(index)").status) ?? 0
+            statuses.withLock { $0.append(status) }
+        })
+        let seen = statuses.withLock { $0 }
+        #expect(seen.filter { $0 == 201 }.count == 142, "\(seen.sorted())")
+        #expect(seen.filter { $0 == 409 }.count == seen.count - 142, "\(seen.sorted())")
+        #expect(!negative.withLock { $0 })
+        #expect(try Self.available(service, "crowd") == 6)
+        #expect(try service.violations() == [])
+    }
+
+    @Test func captureReleaseAndExpiryRaceAndExactlyOneWins() throws {
+        let service = try Self.service(granting: 10_000, to: "racer")
+        defer { service.stop() }
+        for round in 0..<6 {
+            // Expiring a second after placing, while capture and release race.
+            let placed = try Self.hold(service, user: "racer", amount: 100, key: "h-\(round)", expiresIn: 1)
+            let id = try Self.id(placed)
+            Thread.sleep(forTimeInterval: 0.9 + Double(round) * 0.04)
+            let statuses = Locked<[String: Int]>([:])
+            #expect(runOnThreads(8) { index in
+                let action = index % 2 == 0 ? "capture" : "release"
+                let status = (try? Self.act(service, action, id: id, key: "\(action)-\(round)-\(index)").status) ?? 0
+                statuses.withLock { $0["\(action)-\(index)"] = status }
+            })
+            let seen = statuses.withLock { $0 }
+            let wins = seen.values.filter { $0 == 200 || $0 == 201 }.count
+            #expect(wins <= 1, "\(seen)")
+            #expect(seen.values.allSatisfy { [200, 201, 409].contains($0) }, "\(seen)")
+            // Whoever won, the hold's coins went one way only.
+            let rows = try service.count("""
+                SELECT count(*) FROM wallet.holds h WHERE h.id = \(id) AND (
+                    (h.status = 'captured' AND h.captured_amount = 100)
+                    OR (h.status IN ('released', 'expired') AND h.captured_amount IS NULL)
+                    OR (h.status = 'held' AND h.expires_at <= now()))
+                """)
+            #expect(rows == 1)
+            if wins == 0 {
+                // Expiry won: the hold reads as expired, and capture is refused.
+                let lookup = try service.request("GET", "/v1/holds/\(id)", key: service.gameServerKey)
+                #expect(try lookup.json()["hold"]?["status"] == "expired")
+            }
+        }
+        let captured = try service.count("SELECT coalesce(sum(captured_amount), 0) FROM wallet.holds")
+        let debited = try service.count("SELECT coalesce(-sum(amount), 0) FROM wallet.entries WHERE kind = 'debit'")
+        #expect(captured == debited)
+        #expect(try service.violations() == [])
+    }
+
+    @Test func concurrentCapturesOfOneHoldWithDifferentKeysCaptureOnce() throws {
+        let service = try Self.service(granting: 500, to: "cc")
+        defer { service.stop() }
+        let id = try Self.id(try Self.hold(service, user: "cc", amount: 300, key: "h"))
+        let statuses = Locked<[Int]>([])
+        #expect(runOnThreads(16) { index in
+            let response = try? Self.act(service, "capture", id: id, key: "cap-\(index)")
+            let code = (try? response?.json()["code"]).flatMap { $0 }
+            statuses.withLock { $0.append(response?.status == 409 && code == "hold_not_active" ? 409 : response?.status ?? 0) }
+        })
+        let seen = statuses.withLock { $0 }
+        #expect(seen.filter { $0 == 201 }.count == 1, "\(seen)")
+        #expect(seen.filter { $0 == 409 }.count == 15, "\(seen)")
+        #expect(try service.balance(of: "cc") == 200)
+        #expect(try service.violations() == [])
+    }
+
+    @Test func anExpiredHoldFreesItsCoinsWithoutACallAndCannotBeCaptured() throws {
+        let service = try Self.service(granting: 50, to: "late")
+        defer { service.stop() }
+        let id = try Self.id(try Self.hold(service, user: "late", amount: 50, key: "h", expiresIn: 1))
+        #expect(try Self.available(service, "late") == 0)
+        #expect(waitFor(seconds: 10) { (try? Self.available(service, "late")) == 50 })
+        let capture = try Self.act(service, "capture", id: id, key: "c")
+        #expect(capture.status == 409, "\(capture.text)")
+        #expect(try capture.json()["hold_status"] == "expired")
+        #expect(try service.debit(userID: "late", amount: 50, idempotencyKey: "d").status == 201)
+        #expect(try service.violations() == [])
+    }
+
+    @Test func aCaptureNeverTakesTheBalanceBelowZero() throws {
+        let service = try TestService()
+        defer { service.stop() }
+        #expect(try service.credit(userID: "refunded", flowNo: "h-flow-1").status == 201)
+        let id = try Self.id(try Self.hold(service, user: "refunded", amount: 600, key: "h"))
+        // A refund takes the balance below what is held.
+        let connection = try Connection(options: service.database)
+        defer { connection.close() }
+        try connection.query("SELECT * FROM wallet.refund_credit('h-flow-1', 'chargeback', 'alice')")
+        #expect(try Self.available(service, "refunded") == -600)
+        let capture = try Self.act(service, "capture", id: id, key: "c")
+        #expect(capture.status == 409)
+        #expect(try capture.json()["code"] == "insufficient_funds")
+        let lookup = try service.request("GET", "/v1/holds/\(id)", key: service.gameServerKey)
+        #expect(try lookup.json()["hold"]?["status"] == "held")
+        #expect(try Self.act(service, "release", id: id, key: "r").status == 200)
+        #expect(try service.violations() == [])
+    }
+}
