@@ -347,6 +347,47 @@ struct AdminScriptTests {
         #expect(later.lineCount == 1, "\(later)")
     }
 
+    // MARK: holds.sql
+
+    @Test func holdsListsActiveHoldsAndReleasesOneAudited() throws {
+        let books = try Books()
+        try books.connection.query("SELECT wallet.grant_coins('hu', 500, 'coin', 'setup', 'alice')")
+        for (key, amount) in [("a", 100), ("b", 150)] {
+            try books.connection.query("""
+                SELECT outcome FROM wallet.place_hold('game-server', \(key), '\\x01', 'rq', 'hu', 'coin',
+                                                      \(amount)::bigint, 'match entry', NULL, 300)
+                """)
+        }
+        let listed = try books.psql.run("holds.sql", [:], arguments: ["--csv"])
+        #expect(listed.status == 0, "\(listed)")
+        let lines = listed.output.split(separator: "\n").map(String.init)
+        #expect(lines.first == "hold_id,client,user_id,currency,amount,reason,created_at,expires_at")
+        #expect(lines.count == 3, "\(listed)")
+        #expect(lines.dropFirst().allSatisfy { $0.contains(",game-server,hu,coin,") })
+
+        let released = try books.psql.run("holds.sql", ["hold_id": "1", "reason": "match cancelled", "operator": "alice"])
+        #expect(released.status == 0, "\(released)")
+        #expect(released.output.hasPrefix("released hold 1: 100 coin of user hu are available again"), "\(released)")
+        #expect(released.lineCount == 1)
+        let again = try books.psql.run("holds.sql", ["hold_id": "1", "reason": "match cancelled", "operator": "alice"])
+        #expect(again.output.hasPrefix("hold 1 was already released: nothing changed"), "\(again)")
+        let audit = try books.audit()
+        #expect(audit.map(\.action) == ["grant", "release_hold", "release_hold"])
+        #expect(audit.last?.reason == "match cancelled")
+        #expect(audit.last?.argument("hold_id") == "1")
+        #expect(try books.connection.query("SELECT held FROM wallet.wallets WHERE user_id = 'hu'")[0]
+            .decode(Int64.self, at: 0) == 150)
+        let afterList = try books.psql.run("holds.sql", ["user_id": "hu"], arguments: ["--csv"])
+        #expect(afterList.output.split(separator: "\n").count == 2, "\(afterList)")
+
+        let missing = try books.psql.run("holds.sql", ["hold_id": "99", "reason": "x", "operator": "alice"])
+        #expect(missing.status == 3)
+        let noReason = try books.psql.run("holds.sql", ["hold_id": "2", "operator": "alice"])
+        #expect(noReason.status == 3)
+        #expect(noReason.errors.contains("reason"), "\(noReason)")
+        #expect(try books.psql.run("check.sql").status == 0)
+    }
+
     // MARK: refunds.sql
 
     @Test func refundsListsNegativeBalancesFirstThenTheMostRefunded() throws {
@@ -518,9 +559,11 @@ struct AdminScriptTests {
         #expect(readme.hasPrefix("## Admin scripts\n"))
         let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
             .filter { $0.hasSuffix(".sql") }.sorted()
-        #expect(names == ["check.sql", "grant.sql", "product.sql", "refund.sql", "refunds.sql", "report.sql", "revoke.sql"])
+        #expect(names == ["check.sql", "grant.sql", "holds.sql", "product.sql", "refund.sql", "refunds.sql", "report.sql",
+                          "revoke.sql"])
         let variables: [String: [String]] = [
             "check.sql": [],
+            "holds.sql": [],
             "grant.sql": ["user_id", "amount", "currency", "reason", "operator"],
             "product.sql": ["product_id", "amount", "currency", "operator", "reason"],
             "refund.sql": ["flow_no", "reason", "operator"],
@@ -530,7 +573,7 @@ struct AdminScriptTests {
         ]
         let tables = ["wallets", "entries", "credits", "products", "admin_audit", "idempotency_keys",
                       "revoked_flow_nos", "appstore_refund_states", "api_keys", "appstore_notifications",
-                      "appstore_consumption_requests"]
+                      "appstore_consumption_requests", "holds"]
         for name in names {
             let text = try String(contentsOf: directory.appendingPathComponent(name), encoding: .utf8)
             let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
