@@ -378,7 +378,13 @@ struct ChaosClient {
         while !shared.stopping.load(ordering: .relaxed) && !shared.givingUp.load(ordering: .relaxed) {
             sequence += 1
             let user = ChaosRun.users[random.below(ChaosRun.users.count)]
-            if random.chance(45) { credit(user) } else { debit(user) }
+            if random.chance(45) {
+                credit(user)
+            } else if random.chance(25) {
+                holdThenSettle(user)
+            } else {
+                debit(user)
+            }
             if !shared.burst.load(ordering: .relaxed) {
                 Thread.sleep(forTimeInterval: Double(5 + random.below(20)) / 1000)
             }
@@ -446,6 +452,56 @@ struct ChaosClient {
             shared.tally.debitRefused(key, replayed: replayed, started: answer.started)
         default:
             shared.tally.problem("\(call.identity): unexpected answer \(describe(answer.response))")
+        }
+    }
+
+    /// A hold, then (mostly) its capture or (sometimes) its release, each
+    /// retried with its own key until definitive. A capture is a debit with
+    /// reference `hold:{id}`; a release and a refused hold move nothing.
+    mutating func holdThenSettle(_ user: String) {
+        let amount = ChaosRun.debitAmounts[random.below(ChaosRun.debitAmounts.count)]
+        let key = "chaos-hold-\(index)-\(sequence)"
+        let place = Call(
+            path: "/v1/holds",
+            headers: [("Authorization", "Bearer \(shared.gameServerKey)"), ("Content-Type", "application/json"),
+                      ("Idempotency-Key", key)],
+            body: Array(#"{"user_id":"\#(user)","amount":\#(amount),"reason":"chaos"}"#.utf8),
+            identity: "debit \(key)")
+        guard let placed = untilDefinitive(place) else { return }
+        let replayed = placed.response.header("Idempotent-Replayed") == "true"
+        let body = try? placed.response.json()
+        switch placed.response.status {
+        case 201 where body?["hold"]?["amount"]?.integer == amount:
+            break
+        case 409 where body?["code"]?.text == "insufficient_funds":
+            shared.tally.debitRefused(key, replayed: replayed, started: placed.started)
+            return
+        default:
+            shared.tally.problem("\(place.identity): unexpected answer \(describe(placed.response))")
+            return
+        }
+        guard let id = body?["hold"]?["id"]?.integer else {
+            shared.tally.problem("\(place.identity): no hold id")
+            return
+        }
+        shared.tally.holdPlaced(started: placed.started)
+        let capture = random.chance(80)
+        let action = capture ? "capture" : "release"
+        let settle = Call(
+            path: "/v1/holds/\(id)/\(action)",
+            headers: [("Authorization", "Bearer \(shared.gameServerKey)"), ("Idempotency-Key", "\(key)-\(action)")],
+            body: [], identity: "debit hold:\(id)")
+        guard let settled = untilDefinitive(settle) else { return }
+        let answer = try? settled.response.json()
+        switch (capture, settled.response.status) {
+        case (true, 201) where answer?["debit"]?["amount"]?.integer == amount:
+            shared.tally.debitAcknowledged("hold:\(id)", user: user, amount: amount,
+                                           replayed: settled.response.header("Idempotent-Replayed") == "true",
+                                           started: settled.started)
+        case (false, 200) where answer?["hold"]?["status"]?.text == "released":
+            shared.tally.holdReleased(started: settled.started)
+        default:
+            shared.tally.problem("\(settle.identity) \(action): unexpected answer \(describe(settled.response))")
         }
     }
 
@@ -580,6 +636,8 @@ public final class ChaosTally: Sendable {
         /// Operations that never got a definitive answer; each is also a problem.
         var unresolved: Set<String> = []
         var duplicatesReplayed = 0
+        var holdsPlaced = 0
+        var holdsReleased = 0
         /// First acknowledgements that were replays: an earlier attempt was
         /// applied but its answer was lost (abandoned, or cut by a fault).
         var lostAnswersReplayed = 0
@@ -626,6 +684,14 @@ public final class ChaosTally: Sendable {
             if replayed { state.lostAnswersReplayed += 1 }
             state.refused.insert(key)
         }
+    }
+
+    func holdPlaced(started: Double) {
+        acknowledge(started: started) { state in state.holdsPlaced += 1 }
+    }
+
+    func holdReleased(started: Double) {
+        acknowledge(started: started) { state in state.holdsReleased += 1 }
     }
 
     func duplicateReplayed(started: Double) {
@@ -782,6 +848,9 @@ public struct ChaosReport: Sendable {
     var debits: Int
     var refused: Int
     var duplicatesReplayed: Int
+    var holdsPlaced: Int
+    var holdsCaptured: Int
+    var holdsReleased: Int
     var lostAnswersReplayed: Int
     var abandoned: Int
     var retries: ChaosTally.Retries
@@ -800,6 +869,9 @@ public struct ChaosReport: Sendable {
         debits = state.debits.count
         refused = state.refused.count
         duplicatesReplayed = state.duplicatesReplayed
+        holdsPlaced = state.holdsPlaced
+        holdsCaptured = state.debits.keys.filter { $0.hasPrefix("hold:") }.count
+        holdsReleased = state.holdsReleased
         lostAnswersReplayed = state.lostAnswersReplayed
         abandoned = state.abandoned
         retries = state.retries
@@ -815,7 +887,8 @@ public struct ChaosReport: Sendable {
     public var summary: String {
         """
         chaos: \(acknowledged) operations acknowledged in \(String(format: "%.1f", trafficSeconds)) s \
-        (\(credits) credits, \(debits) debits, \(refused) debits refused for insufficient funds; \
+        (\(credits) credits, \(debits) debits of which \(holdsCaptured) captured holds, \(refused) debits and holds \
+        refused for insufficient funds; \(holdsPlaced) holds placed, \(holdsReleased) released; \
         \(duplicatesReplayed) duplicate credits replayed, \(abandoned) answers abandoned, \
         \(lostAnswersReplayed) lost answers replayed on retry); \
         \(retries.total) retries (\(retries.connection) connection errors, \(retries.timeouts) timeouts, \

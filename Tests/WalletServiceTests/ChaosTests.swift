@@ -4,14 +4,16 @@ import TestSupport
 
 /// The service under fire.
 ///
-/// Sixteen client threads credit and debit the way real callers do, each
-/// retrying with the same flowNO or idempotency key until it gets a
-/// definitive answer. Meanwhile the real `wallet serve` process is killed
-/// with SIGKILL and started again, PostgreSQL is restarted with
-/// `pg_ctl restart -m fast`, and the service is killed once more in the
-/// middle of a burst. Afterwards every balance must equal the acknowledged
-/// credits minus the acknowledged debits, the ledger must hold exactly the
-/// acknowledged operations, once each, and `wallet check` must be clean.
+/// Sixteen client threads credit, debit, and place holds that they then
+/// capture or release, the way real callers do, each retrying with the
+/// same flowNO or idempotency key until it gets a definitive answer.
+/// Meanwhile the real `wallet serve` process is killed with SIGKILL and
+/// started again, PostgreSQL is restarted with `pg_ctl restart -m fast`,
+/// and the service is killed once more in the middle of a burst.
+/// Afterwards every balance must equal the acknowledged credits minus the
+/// acknowledged debits (captures included), the ledger must hold exactly
+/// the acknowledged operations, once each, and `wallet check` must be
+/// clean.
 ///
 /// `make test` runs it bounded: it stops once 2,000 operations are
 /// acknowledged. Longer on demand, cycling the three faults for that many
