@@ -42,6 +42,8 @@ end
 
 -- `spec.name` names the scenario in the summary line; `spec.make(reference)`
 -- returns one HTTP request, given a fresh unique reference.
+-- `spec.on_response(status, body)`, optional, sees every answer (a scenario
+-- whose next request depends on the last answer keeps its state there).
 function scenario(spec)
   function setup(thread)
     thread:set("thread_id", #threads)
@@ -64,6 +66,9 @@ function scenario(spec)
   function response(status, headers, body)
     if status < 200 or status > 299 then
       non2xx = non2xx + 1
+    end
+    if spec.on_response then
+      spec.on_response(status, body)
     end
   end
 

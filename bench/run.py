@@ -94,6 +94,8 @@ class Scenario:
     # The wallet.* table where each of the service's operations leaves one
     # row under its reference, to count what was committed.
     counted_table: str = ""
+    # HTTP requests per operation: the service's ops/s is requests/s over this.
+    requests_per_op: int = 1
 
 
 SCENARIOS = [
@@ -101,6 +103,8 @@ SCENARIOS = [
              {"wallets": str(WALLETS)}, "idempotency_keys"),
     Scenario("debit-hot", "debit, one hot wallet", "debit_hot.lua", "debit_hot.sql",
              {"hot": PGBENCH_HOT_WALLET}, "idempotency_keys"),
+    Scenario("hold-capture", "hold + capture, 2,000 wallets", "hold_capture.lua", "hold_capture.sql",
+             {"wallets": str(WALLETS)}, "idempotency_keys", requests_per_op=2),
     Scenario("credit-spread", "credit, 2,000 wallets", "credit_spread.lua", "credit_spread.sql",
              {"wallets": str(WALLETS)}, "credits"),
     Scenario("read-spread", "GET /v1/wallets/{id}", "read_spread.lua", "read_spread.sql",
@@ -536,6 +540,7 @@ class Bench:
         text = self.run_load(arguments, env, seconds + 60, RAW_DIR / f"wrk-{tag}.txt")
         after = meter.sample()
         measurement = parse_wrk(text)
+        measurement.ops /= scenario.requests_per_op
         measurement.cpu = CPUMeter.between(before, after)
         return measurement
 
