@@ -3,8 +3,9 @@ import Postgres
 public import WalletCore
 
 /// Holds in the ledger database: placed, captured and released through the
-/// SQL functions in Migrations/functions/07_holds.sql, one transaction each,
-/// on the read pool's connections with the writers' lock timeout. Their
+/// SQL functions in Migrations/functions/07_holds.sql, one statement (and
+/// transaction) each, on connections of their own with the writers' lock
+/// timeout. Their
 /// answers are built in SQL and stored under the idempotency key, so a
 /// replay is the stored body.
 extension LedgerStore {
@@ -53,8 +54,7 @@ extension LedgerStore {
         public var requestID: String?
     }
 
-    static func hold(_ request: HoldRequest, lockTimeoutMilliseconds: Int, on connection: Connection) throws -> HoldResult {
-        try connection.execute("SET LOCAL lock_timeout = \(unsafeSQL: String(lockTimeoutMilliseconds))")
+    static func hold(_ request: HoldRequest, on connection: Connection) throws -> HoldResult {
         let (client, key, hash, requestID) = (request.client, request.key.rawValue, ByteA(request.requestHash), request.requestID)
         let rows: Rows
         switch request.operation {
@@ -103,9 +103,8 @@ extension Ledger {
         while true {
             attempt += 1
             do {
-                return try pool.withTransaction(deadline: deadline) {
-                    try LedgerStore.hold(request, lockTimeoutMilliseconds: lockTimeoutMilliseconds, on: $0)
-                }
+                // One function call: a transaction by itself, one round trip.
+                return try holdPool.withSingleStatement(deadline: deadline) { try LedgerStore.hold(request, on: $0) }
             } catch let error as PostgresError {
                 metrics.countDatabaseError(error)
                 let failure = StoreFailure(error)

@@ -50,18 +50,17 @@ public final class Ledger: Sendable {
 
     let pool: ConnectionPool
     let writerPool: ConnectionPool
+    /// Hold operations: one statement each, with the writers' lock timeout.
+    let holdPool: ConnectionPool
     public let groupCommit: GroupCommit
     let reads: ServerThreadReads
     let balanceReads: BalanceReads
     let metrics: any StoreMetrics
-    /// The writers' lock timeout, which hold transactions take too.
-    let lockTimeoutMilliseconds: Int
     private let logger: Logger
 
     public init(configuration: Configuration, metrics: any StoreMetrics, logger: Logger) {
         self.metrics = metrics
         self.logger = logger
-        lockTimeoutMilliseconds = configuration.lockTimeoutMilliseconds
         let databaseLogger = Logger(label: "wallet.db", level: logger.level, metadata: logger.metadata)
         var connection = Connection.Options(conninfo: configuration.conninfo)
         connection.statementTimeoutMilliseconds = configuration.statementTimeoutMilliseconds
@@ -78,6 +77,9 @@ public final class Ledger: Sendable {
         // the batch's other operations commit without it.
         writerConfiguration.connection.lockTimeoutMilliseconds = configuration.lockTimeoutMilliseconds
         writerPool = ConnectionPool(configuration: writerConfiguration, logger: databaseLogger)
+        var holdConfiguration = writerConfiguration
+        holdConfiguration.maximumConnections = Self.holdConnections
+        holdPool = ConnectionPool(configuration: holdConfiguration, logger: databaseLogger)
         groupCommit = GroupCommit(writerCount: configuration.writers, batchOperationsMax: configuration.batchOperationsMax,
                                   pool: writerPool, metrics: metrics, logger: logger)
         reads = ServerThreadReads(pool: pool, metrics: metrics)
@@ -85,10 +87,14 @@ public final class Ledger: Sendable {
     }
 
     /// Drains the writers (at most `timeoutSeconds`) and closes the pools.
+    /// As many as the blocking pool that runs hold operations has threads.
+    static let holdConnections = 4
+
     public func shutdown(timeoutSeconds: Double) {
         groupCommit.shutdown(timeoutSeconds: timeoutSeconds)
         balanceReads.shutdown(timeoutSeconds: timeoutSeconds)
         writerPool.shutdown()
+        holdPool.shutdown()
         pool.shutdown()
     }
 

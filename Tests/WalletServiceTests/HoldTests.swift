@@ -241,6 +241,24 @@ struct HoldTests {
         #expect(try service.violations() == [])
     }
 
+    @Test func aWalletAnOperatorHoldsOpenIsBusyNotStuck() throws {
+        let service = try Self.service(granting: 100, to: "locked")
+        defer { service.stop() }
+        let blocker = try Connection(options: service.database)
+        defer { blocker.close() }
+        try blocker.execute("BEGIN")
+        try blocker.execute("SELECT balance FROM wallet.wallets WHERE user_id = 'locked' FOR UPDATE")
+        let busy = try Self.hold(service, user: "locked", amount: 10, key: "h")
+        #expect(busy.status == 503, "\(busy.text)")
+        #expect(try busy.json()["code"] == "wallet_busy")
+        try blocker.execute("ROLLBACK")
+        // Nothing was stored under the key: the retry holds.
+        let retried = try Self.hold(service, user: "locked", amount: 10, key: "h")
+        #expect(retried.status == 201, "\(retried.text)")
+        #expect(retried.header("Idempotent-Replayed") == nil)
+        #expect(try service.violations() == [])
+    }
+
     @Test func aCaptureNeverTakesTheBalanceBelowZero() throws {
         let service = try TestService()
         defer { service.stop() }
