@@ -328,3 +328,24 @@ LANGUAGE sql STABLE AS $$
     WHERE h.status = 'held' AND h.expires_at > now() AND (p_user_id IS NULL OR h.user_id = p_user_id)
     ORDER BY h.created_at, h.id;
 $$;
+
+-- A writer's batch of hold operations, in the given order (the writer
+-- sorts them by wallet), one answer each, in order.
+CREATE OR REPLACE FUNCTION wallet.hold_many(p_requests wallet.hold_request[])
+RETURNS SETOF wallet.hold_result
+LANGUAGE plpgsql AS $$
+DECLARE
+    r wallet.hold_request;
+BEGIN
+    FOREACH r IN ARRAY coalesce(p_requests, '{}') LOOP
+        RETURN NEXT CASE r.kind
+            WHEN 'place' THEN wallet.place_hold(r.client, r.key, r.request_hash, r.request_id, r.user_id, r.currency,
+                                                r.amount, r.reason, r.metadata, r.expires_in_seconds)
+            WHEN 'capture' THEN wallet.capture_hold(r.client, r.key, r.request_hash, r.request_id, r.hold_id, r.amount,
+                                                    r.any_client)
+            WHEN 'release' THEN wallet.release_hold(r.client, r.key, r.request_hash, r.request_id, r.hold_id,
+                                                    r.any_client)
+        END;
+    END LOOP;
+END;
+$$;

@@ -8,9 +8,10 @@ import WalletStore
 /// `POST /v1/holds/{id}/release` (scope `debit`, each with an
 /// Idempotency-Key) and `GET /v1/holds/{id}` (scope `read`).
 ///
-/// Each POST is one database transaction, run on the blocking pool rather
-/// than a server thread. Its answer is built and stored in SQL with the
-/// key, so a replay sends the stored body (with `Idempotent-Replayed`).
+/// Each POST goes to the group-commit writer of its wallet, as debits do,
+/// and runs in that writer's next batch. Its answer is built and stored in
+/// SQL with the key, so a replay sends the stored body (with
+/// `Idempotent-Replayed`).
 extension WalletAPI {
     func registerHolds(on router: Router) {
         router.add("POST", "/v1/holds", gate: admit(.debit), postHold)
@@ -72,16 +73,23 @@ extension WalletAPI {
                         body: Array(#"{"hold":"#.utf8) + LegacyReplay.compact(hold) + Array("}".utf8))
     }
 
+    /// Queues the operation to the writer of the hold's wallet: a place by
+    /// its user, a capture or release by its hold's owner (read first).
     private func runHold(_ hold: LedgerStore.HoldRequest, _ responder: Responder) throws {
         if ledger.groupCommit.isStopping { throw WalletError.shuttingDown }
-        let deadline = deadline()
-        let queued = blockingWork.submit { [ledger] in
+        let route: String
+        switch hold.operation {
+        case .place(let user, _, _, _, _, _):
+            route = user.rawValue
+        case .capture(let id, _), .release(let id):
+            route = try ledger.holdOwner(id: id) ?? "hold:\(id)"
+        }
+        ledger.groupCommit.submit(.hold(hold, route: route), deadline: deadline()) { result in
             respond(responder) {
-                guard ContinuousClock.now < deadline else { throw WalletError.overloaded }
-                return try Self.holdResponse(try ledger.hold(hold, deadline: deadline))
+                guard case .hold(let outcome) = try result.get() else { preconditionFailure("hold answered as another operation") }
+                return try Self.holdResponse(outcome)
             }
         }
-        if !queued { throw WalletError.overloaded }
     }
 
     /// The answer for a hold operation's outcome, first sent or replayed.

@@ -4,8 +4,9 @@ import Postgres
 import Locking
 import WalletCore
 
-/// Group commit: credits and debits are queued to a small fixed set of
-/// database writers and applied in batches, one transaction per batch.
+/// Group commit: credits, debits and hold operations are queued to a small
+/// fixed set of database writers and applied in batches, one transaction
+/// per batch.
 ///
 /// - A wallet's operations always go to the same writer (a stable hash of
 ///   the user id), so batches never contend on a wallet row.
@@ -22,11 +23,16 @@ public final class GroupCommit: Sendable {
     public enum Operation: Sendable {
         case credit(LedgerStore.CreditOperation)
         case debit(LedgerStore.DebitOperation)
+        /// A hold operation, routed by the user whose wallet it touches
+        /// (for an unknown hold, any stable text).
+        case hold(LedgerStore.HoldRequest, route: String)
 
-        var userID: UserID {
+        /// What picks the writer: the wallet's user.
+        var route: String {
             switch self {
-            case .credit(let credit): credit.userID
-            case .debit(let debit): debit.userID
+            case .credit(let credit): credit.userID.rawValue
+            case .debit(let debit): debit.userID.rawValue
+            case .hold(_, let route): route
             }
         }
     }
@@ -34,6 +40,7 @@ public final class GroupCommit: Sendable {
     public enum Outcome: Sendable {
         case credit(LedgerStore.CreditResult)
         case debit(LedgerStore.DebitResult)
+        case hold(LedgerStore.HoldResult)
     }
 
     public typealias Completion = @Sendable (Result<Outcome, any Error>) -> Void
@@ -94,7 +101,7 @@ public final class GroupCommit: Sendable {
     /// `WalletError.shuttingDown` when the writers are stopping: such a
     /// request was never queued.
     public func submit(_ operation: Operation, deadline: ContinuousClock.Instant, completion: @escaping Completion) {
-        let queue = queues[Int(Self.stableHash(operation.userID.rawValue) % UInt64(queues.count))]
+        let queue = queues[Int(Self.stableHash(operation.route) % UInt64(queues.count))]
         do {
             try queue.push(Item(operation: operation, deadline: deadline, completion: completion))
         } catch .closed {
@@ -218,32 +225,41 @@ public final class GroupCommit: Sendable {
     static let unsentAttemptsMax = 3
 
     /// One transaction: all credits of the batch, then all debits, so a
-    /// wallet topped up and spent in the same batch sees the coins.
+    /// wallet topped up and spent in the same batch sees the coins, then
+    /// the hold operations in one call, in wallet order, so they lock
+    /// wallets in the order everything else does as far as they can.
     private func applyInOneTransaction(_ items: [Item], attemptsMax: Int?) throws -> [Outcome] {
         var credits: [(position: Int, operation: LedgerStore.CreditOperation)] = []
         var debits: [(position: Int, operation: LedgerStore.DebitOperation)] = []
+        var holds: [(position: Int, request: LedgerStore.HoldRequest, route: String)] = []
         for (position, item) in items.enumerated() {
             switch item.operation {
             case .credit(let credit): credits.append((position, credit))
             case .debit(let debit): debits.append((position, debit))
+            case .hold(let request, let route): holds.append((position, request, route))
             }
         }
+        holds.sort { ($0.route, $0.position) < ($1.route, $1.position) }
         // Bounded by every item's deadline: no caller waits past its own.
         let deadline = items.map(\.deadline).min()!
         let apply = { (connection: Connection) in
             (credits.isEmpty ? [] : try LedgerStore.credit(credits.map(\.operation), on: connection),
-             debits.isEmpty ? [] : try LedgerStore.debit(debits.map(\.operation), on: connection))
+             debits.isEmpty ? [] : try LedgerStore.debit(debits.map(\.operation), on: connection),
+             holds.isEmpty ? [] : try LedgerStore.holds(holds.map(\.request), on: connection))
         }
         // One function call is a transaction by itself; BEGIN and COMMIT are
-        // sent only when a batch holds both credits and debits.
-        let (creditResults, debitResults) = credits.isEmpty || debits.isEmpty
+        // sent only when a batch makes more than one call.
+        let calls = (credits.isEmpty ? 0 : 1) + (debits.isEmpty ? 0 : 1) + (holds.isEmpty ? 0 : 1)
+        let (creditResults, debitResults, holdResults) = calls == 1
             ? try pool.withSingleStatement(deadline: deadline, attemptsMax: attemptsMax, apply)
             : try pool.withTransaction(deadline: deadline, attemptsMax: attemptsMax, apply)
         if !credits.isEmpty { metrics.observeBatch(operation: "credit", size: credits.count) }
         if !debits.isEmpty { metrics.observeBatch(operation: "debit", size: debits.count) }
+        if !holds.isEmpty { metrics.observeBatch(operation: "hold", size: holds.count) }
         var outcomes = [Outcome?](repeating: nil, count: items.count)
         for (entry, result) in zip(credits, creditResults) { outcomes[entry.position] = .credit(result) }
         for (entry, result) in zip(debits, debitResults) { outcomes[entry.position] = .debit(result) }
+        for (entry, result) in zip(holds, holdResults) { outcomes[entry.position] = .hold(result) }
         return outcomes.map { $0! }
     }
 }

@@ -3,9 +3,8 @@ import Postgres
 public import WalletCore
 
 /// Holds in the ledger database: placed, captured and released through the
-/// SQL functions in Migrations/functions/07_holds.sql, one statement (and
-/// transaction) each, on connections of their own with the writers' lock
-/// timeout. Their
+/// SQL functions in Migrations/functions/07_holds.sql, by the group-commit
+/// writers (see `GroupCommit`), one call each inside the writer's batch. Their
 /// answers are built in SQL and stored under the idempotency key, so a
 /// replay is the stored body.
 extension LedgerStore {
@@ -54,34 +53,35 @@ extension LedgerStore {
         public var requestID: String?
     }
 
-    static func hold(_ request: HoldRequest, on connection: Connection) throws -> HoldResult {
-        let (client, key, hash, requestID) = (request.client, request.key.rawValue, ByteA(request.requestHash), request.requestID)
-        let rows: Rows
-        switch request.operation {
-        case .place(let user, let currency, let amount, let reason, let metadata, let expiresIn):
-            rows = try connection.prepared("""
-                SELECT outcome, replayed, response::text, request_id FROM wallet.place_hold(
-                    \(client), \(key), \(hash), \(requestID), \(user.rawValue), \(currency.rawValue), \(amount.value)::bigint,
-                    \(reason), \(metadata)::jsonb, \(expiresIn)::integer)
-                """)
-        case .capture(let holdID, let amount):
-            rows = try connection.prepared("""
-                SELECT outcome, replayed, response::text, request_id FROM wallet.capture_hold(
-                    \(client), \(key), \(hash), \(requestID), \(holdID)::bigint, \(amount?.value)::bigint,
-                    \(request.anyClient)::boolean)
-                """)
-        case .release(let holdID):
-            rows = try connection.prepared("""
-                SELECT outcome, replayed, response::text, request_id FROM wallet.release_hold(
-                    \(client), \(key), \(hash), \(requestID), \(holdID)::bigint, \(request.anyClient)::boolean)
-                """)
+    /// A batch of hold operations in one call, one answer each, in order.
+    static func holds(_ requests: [HoldRequest], on connection: Connection) throws -> [HoldResult] {
+        let records = requests.map { request -> PostgresRecord in
+            var fields: [(any PostgresEncodable)?] = [nil, request.client, request.key.rawValue, ByteA(request.requestHash),
+                                                      request.requestID, request.anyClient]
+            switch request.operation {
+            case .place(let user, let currency, let amount, let reason, let metadata, let expiresIn):
+                fields[0] = "place"
+                fields += [user.rawValue, currency.rawValue, amount.value, reason, metadata, Int32(expiresIn), nil]
+            case .capture(let holdID, let amount):
+                fields[0] = "capture"
+                fields += [nil, nil, amount?.value, nil, nil, nil, holdID]
+            case .release(let holdID):
+                fields[0] = "release"
+                fields += [nil, nil, nil, nil, nil, nil, holdID]
+            }
+            return PostgresRecord(fields)
         }
-        let row = rows[0]
-        let text = try row.decode(String.self, at: 0)
-        guard let outcome = HoldOutcome(rawValue: text) else { throw StoreError.unknownOutcome(text) }
-        return HoldResult(outcome: outcome, replayed: try row.decodeIfPresent(Bool.self, at: 1) ?? false,
-                          response: try row.decodeIfPresent(String.self, at: 2),
-                          requestID: try row.decodeIfPresent(String.self, at: 3))
+        let rows = try connection.prepared("""
+            SELECT outcome, replayed, response::text, request_id FROM wallet.hold_many(\(records)::wallet.hold_request[])
+            """)
+        guard rows.count == requests.count else { throw StoreError.unexpectedRowCount(rows.count, requests.count) }
+        return try rows.map { row in
+            let text = try row.decode(String.self, at: 0)
+            guard let outcome = HoldOutcome(rawValue: text) else { throw StoreError.unknownOutcome(text) }
+            return HoldResult(outcome: outcome, replayed: try row.decodeIfPresent(Bool.self, at: 1) ?? false,
+                              response: try row.decodeIfPresent(String.self, at: 2),
+                              requestID: try row.decodeIfPresent(String.self, at: 3))
+        }
     }
 
     /// A hold as the API shows it (JSON text), or nil when there is none
@@ -95,22 +95,12 @@ extension LedgerStore {
 }
 
 extension Ledger {
-    /// Places, captures or releases a hold, by `deadline`. A write that met
-    /// another one with the same key (a debit) is tried once more, and then
-    /// finds the key taken.
-    public func hold(_ request: LedgerStore.HoldRequest, deadline: ContinuousClock.Instant) throws -> LedgerStore.HoldResult {
-        var attempt = 0
-        while true {
-            attempt += 1
-            do {
-                // One function call: a transaction by itself, one round trip.
-                return try holdPool.withSingleStatement(deadline: deadline) { try LedgerStore.hold(request, on: $0) }
-            } catch let error as PostgresError {
-                metrics.countDatabaseError(error)
-                let failure = StoreFailure(error)
-                if (failure == .conflict || failure == .notSent), attempt < 3, ContinuousClock.now < deadline { continue }
-                throw failure.walletError ?? error
-            }
+    /// The user whose wallet hold `id` is in, to route its capture or
+    /// release to that wallet's writer; nil when there is no such hold.
+    public func holdOwner(id: Int64) throws -> String? {
+        try reads.run {
+            try $0.prepared("SELECT user_id FROM wallet.holds WHERE id = \(id)::bigint").single
+                .map { try $0.decode(String.self, at: 0) }
         }
     }
 

@@ -50,8 +50,6 @@ public final class Ledger: Sendable {
 
     let pool: ConnectionPool
     let writerPool: ConnectionPool
-    /// Hold operations: one statement each, with the writers' lock timeout.
-    let holdPool: ConnectionPool
     public let groupCommit: GroupCommit
     let reads: ServerThreadReads
     let balanceReads: BalanceReads
@@ -77,9 +75,6 @@ public final class Ledger: Sendable {
         // the batch's other operations commit without it.
         writerConfiguration.connection.lockTimeoutMilliseconds = configuration.lockTimeoutMilliseconds
         writerPool = ConnectionPool(configuration: writerConfiguration, logger: databaseLogger)
-        var holdConfiguration = writerConfiguration
-        holdConfiguration.maximumConnections = Self.holdConnections
-        holdPool = ConnectionPool(configuration: holdConfiguration, logger: databaseLogger)
         groupCommit = GroupCommit(writerCount: configuration.writers, batchOperationsMax: configuration.batchOperationsMax,
                                   pool: writerPool, metrics: metrics, logger: logger)
         reads = ServerThreadReads(pool: pool, metrics: metrics)
@@ -87,14 +82,10 @@ public final class Ledger: Sendable {
     }
 
     /// Drains the writers (at most `timeoutSeconds`) and closes the pools.
-    /// As many as the blocking pool that runs hold operations has threads.
-    static let holdConnections = 4
-
     public func shutdown(timeoutSeconds: Double) {
         groupCommit.shutdown(timeoutSeconds: timeoutSeconds)
         balanceReads.shutdown(timeoutSeconds: timeoutSeconds)
         writerPool.shutdown()
-        holdPool.shutdown()
         pool.shutdown()
     }
 
