@@ -175,6 +175,27 @@ BEGIN
 END;
 $$;
 
+-- The hold `p_hold_id` as it is once its wallet is locked and its wallet's
+-- due holds are expired, itself locked; a NULL row when there is no such
+-- hold for `p_client` (`p_any_client`: an admin key sees every hold).
+CREATE OR REPLACE FUNCTION wallet.lock_hold(p_hold_id BIGINT, p_client TEXT, p_any_client BOOLEAN)
+RETURNS wallet.holds
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_hold wallet.holds;
+BEGIN
+    -- Its wallet never changes, so it is read before the wallet's lock.
+    SELECT * INTO v_hold FROM wallet.holds h WHERE h.id = p_hold_id AND (p_any_client OR h.client = p_client);
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    PERFORM 1 FROM wallet.wallets w WHERE w.user_id = v_hold.user_id AND w.currency = v_hold.currency FOR UPDATE;
+    PERFORM wallet.expire_due_holds(v_hold.user_id, v_hold.currency);
+    SELECT * INTO v_hold FROM wallet.holds h WHERE h.id = p_hold_id FOR UPDATE;
+    RETURN v_hold;
+END;
+$$;
+
 -- Debits up to the held amount (all of it when `p_amount` is NULL) and
 -- releases the rest. `p_any_client`: an admin key, which may act on any hold.
 CREATE OR REPLACE FUNCTION wallet.capture_hold(
@@ -194,14 +215,12 @@ BEGIN
     IF v_result.outcome IS NOT NULL THEN
         RETURN v_result;
     END IF;
-    SELECT * INTO v_hold FROM wallet.holds h WHERE h.id = p_hold_id AND (p_any_client OR h.client = p_client);
-    IF NOT FOUND THEN
+    v_hold := wallet.lock_hold(p_hold_id, p_client, p_any_client);
+    IF v_hold.id IS NULL THEN
         RETURN ROW('not_found', FALSE, NULL, NULL)::wallet.hold_result;
     END IF;
-    SELECT w.balance INTO v_balance FROM wallet.wallets w
-    WHERE w.user_id = v_hold.user_id AND w.currency = v_hold.currency FOR UPDATE;
-    v_held := wallet.expire_due_holds(v_hold.user_id, v_hold.currency);
-    SELECT * INTO v_hold FROM wallet.holds h WHERE h.id = p_hold_id FOR UPDATE;
+    SELECT w.balance, w.held INTO v_balance, v_held FROM wallet.wallets w
+    WHERE w.user_id = v_hold.user_id AND w.currency = v_hold.currency;
     v_amount := coalesce(p_amount, v_hold.amount);
     IF v_hold.status <> 'held' THEN
         RETURN wallet.store_hold_outcome(
@@ -260,14 +279,12 @@ BEGIN
     IF v_result.outcome IS NOT NULL THEN
         RETURN v_result;
     END IF;
-    SELECT * INTO v_hold FROM wallet.holds h WHERE h.id = p_hold_id AND (p_any_client OR h.client = p_client);
-    IF NOT FOUND THEN
+    v_hold := wallet.lock_hold(p_hold_id, p_client, p_any_client);
+    IF v_hold.id IS NULL THEN
         RETURN ROW('not_found', FALSE, NULL, NULL)::wallet.hold_result;
     END IF;
-    SELECT w.balance INTO v_balance FROM wallet.wallets w
-    WHERE w.user_id = v_hold.user_id AND w.currency = v_hold.currency FOR UPDATE;
-    v_held := wallet.expire_due_holds(v_hold.user_id, v_hold.currency);
-    SELECT * INTO v_hold FROM wallet.holds h WHERE h.id = p_hold_id FOR UPDATE;
+    SELECT w.balance, w.held INTO v_balance, v_held FROM wallet.wallets w
+    WHERE w.user_id = v_hold.user_id AND w.currency = v_hold.currency;
     IF v_hold.status <> 'held' THEN
         RETURN wallet.store_hold_outcome(
             p_client, p_key, p_request_hash, p_request_id, 'hold_not_active',
