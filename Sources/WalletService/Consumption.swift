@@ -93,9 +93,10 @@ final class ConsumptionSender: Sendable {
     private func sendDue() {
         let tasks: [LedgerStore.ConsumptionTask]
         do {
-            // Leased for longer than one call may take.
-            tasks = try ledger.claimConsumption(limit: Self.batchMax,
-                                                leaseSeconds: Int(client.configuration.timeoutSeconds) + 60)
+            // Sent one after another: the lease outlasts every call of the
+            // batch, so no other instance takes a row this one still holds.
+            tasks = try ledger.claimConsumption(
+                limit: Self.batchMax, leaseSeconds: Int(client.configuration.timeoutSeconds.rounded(.up)) * Self.batchMax + 60)
         } catch {
             logger.warning("consumption answers could not be read", ["error": String(reflecting: error)])
             return
