@@ -127,7 +127,7 @@ public struct ServerAPIClient: Sendable {
     /// Get Transaction Info: `signedTransactionInfo` for `transactionID`.
     public func transactionInfo(_ transactionID: String, environment: Environment,
                                 deadline: ContinuousClock.Instant) throws(APIError) -> String {
-        let path = "/inApps/v1/transactions/" + Self.pathSegment(transactionID)
+        let path = "/inApps/v1/transactions/" + Self.percentEncoded(transactionID)
         let body = try call(.getTransactionInfo, "GET", path, environment: environment, body: nil, deadline: deadline)
         guard let object = Self.object(body), let signed = object["signedTransactionInfo"] as? String, !signed.isEmpty else {
             throw .malformedAnswer("no signedTransactionInfo")
@@ -141,7 +141,7 @@ public struct ServerAPIClient: Sendable {
                                     deadline: ContinuousClock.Instant) throws(APIError) -> HistoryPage {
         var path = "/inApps/v1/notifications/history"
         if let paginationToken {
-            path += "?paginationToken=" + Self.queryValue(paginationToken)
+            path += "?paginationToken=" + Self.percentEncoded(paginationToken)
         }
         let request: [String: Any] = ["startDate": Self.milliseconds(start), "endDate": Self.milliseconds(end)]
         let requestBody = (try? JSONSerialization.data(withJSONObject: request, options: [.sortedKeys])) ?? Data()
@@ -168,7 +168,7 @@ public struct ServerAPIClient: Sendable {
     /// Send Consumption Information (version 2): Apple answers 202.
     public func sendConsumption(_ transactionID: String, environment: Environment, body: Data,
                                 deadline: ContinuousClock.Instant) throws(APIError) {
-        let path = "/inApps/v2/transactions/consumption/" + Self.pathSegment(transactionID)
+        let path = "/inApps/v2/transactions/consumption/" + Self.percentEncoded(transactionID)
         _ = try call(.sendConsumptionInformation, "PUT", path, environment: environment, body: body, deadline: deadline)
     }
 
@@ -256,12 +256,9 @@ public struct ServerAPIClient: Sendable {
         Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
     }
 
-    /// Percent-encodes one path segment: everything but RFC 3986's unreserved set.
-    static func pathSegment(_ text: String) -> String {
-        text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? ""
-    }
-
-    static func queryValue(_ text: String) -> String {
+    /// Percent-encodes everything but RFC 3986's unreserved set, so the text
+    /// is safe as one path segment or one query value.
+    static func percentEncoded(_ text: String) -> String {
         text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? ""
     }
 

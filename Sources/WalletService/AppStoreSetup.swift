@@ -25,13 +25,12 @@ enum AppStoreSetup {
 }
 
 extension AppStoreSetup {
-    /// The App Store Server API client, or nil when no credential is set.
-    /// Reads the `.p8` file once; a message about it names the variable and
-    /// the path, never the content.
+    /// The App Store Server API client, or nil when its settings are not
+    /// all there (`validateServerAPI`, which serving and reconciling run
+    /// first, names what is missing). Reads the `.p8` file once; a message
+    /// about it names the variable and the path, never the content.
     static func serverAPIClient(_ configuration: Configuration, metrics: Metrics, logger: Logger) throws -> ServerAPIClient? {
         let api = configuration.apple.api
-        guard api.isConfigured || configuration.creditVerification.contains(.appStoreAPI) else { return nil }
-        try configuration.validateServerAPI()
         guard let keyID = api.keyID, let issuerID = api.issuerID, let path = api.privateKeyFile,
               let bundleID = configuration.serverAPIBundleID else { return nil }
         let key: PrivateKey

@@ -33,8 +33,9 @@ extension WalletAPI {
             let hold = LedgerStore.HoldRequest(
                 client: client.name, anyClient: client.allows(.admin), key: key,
                 requestHash: SHA256.hash(body.canonicalText), requestID: request.requestID,
-                operation: .place(user: body.userID, currency: body.currency, amount: body.amount, reason: body.reason,
-                                  metadata: body.metadataText, expiresInSeconds: body.expiresInSeconds))
+                operation: .place(user: body.spend.userID, currency: body.spend.currency, amount: body.spend.amount,
+                                  reason: body.spend.reason, metadata: body.spend.metadataText,
+                                  expiresInSeconds: body.expiresInSeconds))
             try runHold(hold, responder)
         } catch {
             responder.fail(error)
@@ -48,10 +49,7 @@ extension WalletAPI {
             // No body, or an empty one, is an empty object.
             let json: JSONValue = request.body.isEmpty ? .object([]) : try JSONBody.parse(request)
             let key = try idempotencyKey(request)
-            let body = try HoldActionBody(json: json)
-            if action == "release", body.amount != nil {
-                throw WalletError.validationFailed([FieldError(field: "amount", message: "is not a known field")])
-            }
+            let body = try HoldActionBody(json: json, action: action)
             let hold = LedgerStore.HoldRequest(
                 client: client.name, anyClient: client.allows(.admin), key: key,
                 requestHash: SHA256.hash(body.canonicalText(action: action, holdID: holdID)),
@@ -70,7 +68,7 @@ extension WalletAPI {
             throw WalletError.notFound(detail: "no hold \(holdID)")
         }
         return Response(status: 200, headers: [("Content-Type", "application/json")],
-                        body: Array(#"{"hold":"#.utf8) + LegacyReplay.compact(hold) + Array("}".utf8))
+                        body: Array(#"{"hold":"#.utf8) + JSONText.compact(hold) + Array("}".utf8))
     }
 
     /// Queues the operation to the writer of the hold's wallet: a place by
@@ -99,7 +97,7 @@ extension WalletAPI {
         func body(status: Int) throws -> Response {
             guard let text = result.response else { throw LedgerStore.StoreError.missingColumn(result.outcome.rawValue) }
             return Response(status: status, headers: [("Content-Type", "application/json")] + headers,
-                            body: LegacyReplay.compact(text))
+                            body: JSONText.compact(text))
         }
         func problem(_ error: WalletError) -> Response {
             var problem = error.problem

@@ -6,9 +6,14 @@ import HTTPServer
 /// rebuilt from typed columns by `ResponseBody`.
 enum LegacyReplay {
     static func response(_ text: String, headers: [(name: String, value: String)]) -> Response {
-        Response(status: 201, headers: [("Content-Type", "application/json")] + headers, body: compact(text))
+        Response(status: 201, headers: [("Content-Type", "application/json")] + headers, body: JSONText.compact(text))
     }
+}
 
+/// JSON text PostgreSQL wrote (`jsonb::text`, with a space after `:` and
+/// `,`), sent as the service writes JSON: legacy debit replays, and the
+/// answers hold operations store.
+enum JSONText {
     /// The text without whitespace outside strings.
     static func compact(_ text: String) -> [UInt8] {
         var output: [UInt8] = []

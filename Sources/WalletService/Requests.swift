@@ -66,80 +66,77 @@ struct DebitBody: RequestBody {
 
     init(json: JSONValue) throws {
         var fields = try FieldValidator(json, allowed: Self.members)
+        try self.init(reading: &fields)
+        try fields.finish()
+    }
+
+    /// Reads the debit's fields, leaving the errors with `fields`; a caller
+    /// that reads more fields (a hold) calls `finish` after them.
+    init(reading fields: inout FieldValidator) throws {
         let userID = fields.required("user_id", UserID.init, "must be 1-128 characters of [A-Za-z0-9._:@-]")
         let amount = fields.required("amount", { (value: Int64) in Amount(value) },
                                      "must be an integer from 1 to 1000000000000")
         currency = fields.optional("currency", Currency.init, "must match [a-z][a-z0-9_]{0,31}") ?? .coin
         reason = fields.reason()
         (metadata, metadataText) = fields.metadata()
-        try fields.finish()
-        self.userID = userID!
-        self.amount = amount!
+        // A missing or invalid one is among the errors already.
+        guard let userID, let amount else { throw WalletError.validationFailed(fields.errors) }
+        self.userID = userID
+        self.amount = amount
+    }
+
+    /// The parsed fields, defaults applied, for an idempotency hash.
+    var canonicalMembers: [(key: String, value: JSONValue)] {
+        var members: [(key: String, value: JSONValue)] = [
+            ("amount", JSONValue(amount.value)),
+            ("currency", .string(currency.rawValue)),
+            ("user_id", .string(userID.rawValue)),
+        ]
+        if let reason { members.append(("reason", .string(reason))) }
+        if let metadata { members.append(("metadata", metadata)) }
+        return members
     }
 
     /// The request as the idempotency hash sees it: method, path and the
     /// parsed fields with sorted keys and defaults applied, not the raw bytes.
     var canonicalText: [UInt8] {
-        var members: [(key: String, value: JSONValue)] = [
-            ("amount", JSONValue(amount.value)),
-            ("currency", .string(currency.rawValue)),
-            ("user_id", .string(userID.rawValue)),
-        ]
-        if let reason { members.append(("reason", .string(reason))) }
-        if let metadata { members.append(("metadata", metadata)) }
-        return Array("POST /v1/debits\n".utf8) + JSONValue.object(members).canonicalBytes()
+        Array("POST /v1/debits\n".utf8) + JSONValue.object(canonicalMembers).canonicalBytes()
     }
 }
 
-/// Collects field errors while reading one JSON object.
 /// `POST /v1/holds`: a debit's fields and how long the hold lasts.
 struct HoldBody: RequestBody {
-    var userID: UserID
-    var amount: Amount
-    var currency: Currency
-    var reason: String?
-    var metadata: JSONValue?
-    var metadataText: String?
+    /// What is held, read by the debit's rules.
+    var spend: DebitBody
     var expiresInSeconds: Int
 
-    static let members: Set<String> = ["user_id", "amount", "currency", "reason", "metadata", "expires_in_seconds"]
+    static let members = DebitBody.members.union(["expires_in_seconds"])
     static let expiresInSecondsDefault = 300
 
     init(json: JSONValue) throws {
         var fields = try FieldValidator(json, allowed: Self.members)
-        let userID = fields.required("user_id", UserID.init, "must be 1-128 characters of [A-Za-z0-9._:@-]")
-        let amount = fields.required("amount", { (value: Int64) in Amount(value) },
-                                     "must be an integer from 1 to 1000000000000")
-        currency = fields.optional("currency", Currency.init, "must match [a-z][a-z0-9_]{0,31}") ?? .coin
-        reason = fields.reason()
-        (metadata, metadataText) = fields.metadata()
-        expiresInSeconds = fields.optional("expires_in_seconds", { (value: Int) in (1...86_400).contains(value) ? value : nil },
-                                           "must be an integer from 1 to 86400") ?? Self.expiresInSecondsDefault
+        let expiresInSeconds = fields.optional("expires_in_seconds", { (value: Int) in
+            (1...86_400).contains(value) ? value : nil
+        }, "must be an integer from 1 to 86400")
+        spend = try DebitBody(reading: &fields)
         try fields.finish()
-        self.userID = userID!
-        self.amount = amount!
+        self.expiresInSeconds = expiresInSeconds ?? Self.expiresInSecondsDefault
     }
 
     var canonicalText: [UInt8] {
-        var members: [(key: String, value: JSONValue)] = [
-            ("amount", JSONValue(amount.value)),
-            ("currency", .string(currency.rawValue)),
-            ("expires_in_seconds", JSONValue(expiresInSeconds)),
-            ("user_id", .string(userID.rawValue)),
-        ]
-        if let reason { members.append(("reason", .string(reason))) }
-        if let metadata { members.append(("metadata", metadata)) }
+        let members = spend.canonicalMembers + [("expires_in_seconds", JSONValue(expiresInSeconds))]
         return Array("POST /v1/holds\n".utf8) + JSONValue.object(members).canonicalBytes()
     }
 }
 
+
 /// `POST /v1/holds/{id}/capture` (`amount`, optional) and `…/release`
 /// (nothing): an empty body is an empty object.
-struct HoldActionBody: RequestBody {
+struct HoldActionBody {
     var amount: Amount?
 
-    init(json: JSONValue) throws {
-        var fields = try FieldValidator(json, allowed: ["amount"])
+    init(json: JSONValue, action: String) throws {
+        var fields = try FieldValidator(json, allowed: action == "capture" ? ["amount"] : [])
         amount = fields.optional("amount", { (value: Int64) in Amount(value) }, "must be an integer from 1 to 1000000000000")
         try fields.finish()
     }
@@ -150,6 +147,7 @@ struct HoldActionBody: RequestBody {
     }
 }
 
+/// Collects field errors while reading one JSON object.
 struct FieldValidator {
     private let object: JSONValue
     private(set) var errors: [FieldError] = []

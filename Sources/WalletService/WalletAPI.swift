@@ -240,7 +240,7 @@ struct WalletAPI: Sendable {
 
     func idempotencyKey(_ request: Request) throws -> IdempotencyKey {
         guard let text = request.headers["idempotency-key"] else {
-            throw WalletError.idempotencyKeyRequired(detail: "send an Idempotency-Key header with every debit")
+            throw WalletError.idempotencyKeyRequired(detail: "send an Idempotency-Key header with every debit and hold operation")
         }
         guard let key = IdempotencyKey(text) else {
             throw WalletError.idempotencyKeyRequired(detail: "the Idempotency-Key must be 1-255 printable ASCII characters")

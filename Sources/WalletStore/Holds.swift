@@ -76,9 +76,7 @@ extension LedgerStore {
             """)
         guard rows.count == requests.count else { throw StoreError.unexpectedRowCount(rows.count, requests.count) }
         return try rows.map { row in
-            let text = try row.decode(String.self, at: 0)
-            guard let outcome = HoldOutcome(rawValue: text) else { throw StoreError.unknownOutcome(text) }
-            return HoldResult(outcome: outcome, replayed: try row.decodeIfPresent(Bool.self, at: 1) ?? false,
+            HoldResult(outcome: try outcome(HoldOutcome.self, row), replayed: try row.decodeIfPresent(Bool.self, at: 1) ?? false,
                               response: try row.decodeIfPresent(String.self, at: 2),
                               requestID: try row.decodeIfPresent(String.self, at: 3))
         }

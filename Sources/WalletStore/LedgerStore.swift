@@ -175,7 +175,7 @@ public struct LedgerStore: Sendable {
         }
     }
 
-    private static func outcome<Outcome: RawRepresentable<String>>(_ type: Outcome.Type, _ row: Row) throws -> Outcome {
+    static func outcome<Outcome: RawRepresentable<String>>(_ type: Outcome.Type, _ row: Row) throws -> Outcome {
         let text = try row.decode(String.self, at: 0)
         guard let outcome = Outcome(rawValue: text) else { throw StoreError.unknownOutcome(text) }
         return outcome
