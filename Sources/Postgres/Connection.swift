@@ -6,7 +6,14 @@ import Foundation
 /// A connection is owned by one pool slot and used by one thread at a time;
 /// the pool hands it over, which is why it is `@unchecked Sendable`.
 /// Every statement runs with bind parameters through the extended protocol;
-/// statements run often are prepared once per connection.
+/// statements run often are prepared once per connection, unless
+/// `Options.preparedStatements` is off.
+///
+/// Commits are never cancelled from here: at a deadline the connection is
+/// closed, and the caller answers that the outcome is unknown. A commit that
+/// the server confirms only locally (the wait for a synchronous standby was
+/// cancelled on the server, which PostgreSQL reports as success with a
+/// WARNING) is reported as `.unconfirmedCommit`, never as success.
 ///
 /// Statements run through libpq's asynchronous calls and wait on the socket
 /// with `poll(2)` until `deadline`: a server that stops answering (its
@@ -32,6 +39,12 @@ public final class Connection: @unchecked Sendable {
         public var applicationName: String = "wallet"
         /// Overrides the database named in `conninfo`, if set.
         public var database: String?
+        /// Whether `prepared` statements are prepared once per connection
+        /// (named server-side statements) or sent whole every time. A pooler
+        /// in transaction mode (PgBouncer 1.18) gives each transaction a
+        /// server connection of its choosing, where a named statement
+        /// prepared through another one does not exist.
+        public var preparedStatements = true
 
         public init(conninfo: String) {
             self.conninfo = conninfo
@@ -40,6 +53,12 @@ public final class Connection: @unchecked Sendable {
 
     private var handle: OpaquePointer?
     private var preparedNames: [String: String] = [:]
+    private let options: Options
+    /// What the server's notices said during the current statement.
+    private let notices = Notices()
+    /// Set by `withLocalSettings`: the next statement carries the
+    /// transaction's settings.
+    private var localSettingsDue = false
     /// Monotonic time of creation, for the pool's reconnect bookkeeping.
     let generation: UInt64
 
@@ -61,6 +80,7 @@ public final class Connection: @unchecked Sendable {
     /// Connects, and sets the session up, by `deadline` at the latest.
     public init(options: Options, generation: UInt64 = 0, deadline: ContinuousClock.Instant? = nil) throws(PostgresError) {
         self.generation = generation
+        self.options = options
         let connectDeadline = min(deadline ?? .now + .seconds(options.connectTimeoutSeconds),
                                   .now + .seconds(options.connectTimeoutSeconds))
         // libpq expands the first `dbname` as a conninfo string or URI; the
@@ -97,8 +117,13 @@ public final class Connection: @unchecked Sendable {
             throw PostgresError(kind: .connection, sqlState: SQLState("08001"), serverMessage: message)
         }
         handle = connection
-        // Server notices (NOTICE, WARNING) would go to stderr unstructured.
-        PQsetNoticeProcessor(connection, { _, _ in }, nil)
+        // Server notices would go to stderr unstructured; the receiver keeps
+        // the one that matters (see `Notices`) and drops the rest. `notices`
+        // lives as long as this object, which outlives the PGconn.
+        PQsetNoticeReceiver(connection, receiveNotice, Unmanaged.passUnretained(notices).toOpaque())
+        // Error texts carry the SQLSTATE: when the server's last error is
+        // followed by the end of the connection, libpq keeps only its text.
+        PQsetErrorVerbosity(connection, PQERRORS_SQLSTATE)
         guard PQsetnonblocking(connection, 1) == 0 else {
             close()
             throw PostgresError(kind: .connection, serverMessage: "cannot make the connection non-blocking")
@@ -107,7 +132,11 @@ public final class Connection: @unchecked Sendable {
         // is set here, whatever the server's or the database's default, so
         // that COMMIT returning means the commit is flushed (and, with
         // synchronous standbys configured, flushed on them too): every
-        // answer the service gives is durable.
+        // answer the service gives is durable. Behind a pooler in
+        // transaction mode these session settings may not follow the
+        // connection (TimeZone does: PgBouncer tracks it), so the
+        // transactions that write set theirs again (`begin`,
+        // `withLocalSettings`).
         self.deadline = connectDeadline
         do {
             try execute("""
@@ -151,19 +180,62 @@ public final class Connection: @unchecked Sendable {
         try run(query, prepared: false)
     }
 
+    /// Opens a transaction block with this connection's statement and lock
+    /// timeouts and `synchronous_commit` set for it alone, in the one round
+    /// trip BEGIN takes: a pooler in transaction mode may have given this
+    /// transaction a server connection on which the session settings were
+    /// never made.
+    public func begin() throws(PostgresError) {
+        try executeScript(unsafeSQL: "BEGIN; SET LOCAL statement_timeout = \(options.statementTimeoutMilliseconds); "
+            + "SET LOCAL lock_timeout = \(options.lockTimeoutMilliseconds); SET LOCAL synchronous_commit = on")
+    }
+
+    /// Runs `body`, whose first statement is a transaction of its own (no
+    /// BEGIN), with the settings `begin` makes sent ahead of it in the same
+    /// round trip (a libpq pipeline: both statements before one Sync form
+    /// one implicit transaction).
+    public func withLocalSettings<T>(_ body: (Connection) throws -> T) throws -> T {
+        localSettingsDue = true
+        defer { localSettingsDue = false }
+        return try body(self)
+    }
+
+    static let localSettingsSQL = "SELECT set_config('statement_timeout', $1, true), "
+        + "set_config('lock_timeout', $2, true), set_config('synchronous_commit', 'on', true)"
+
     /// Runs a script of several statements (a migration), in the simple
     /// protocol. It takes no parameters by construction.
     public func executeScript(unsafeSQL script: String) throws(PostgresError) {
         let handle = try idleHandle()
+        notices.reset()
         guard PQsendQuery(handle, script) == 1 else { throw lost(sent: true) }
-        let result = try awaitResult(handle)
-        defer { PQclear(result) }
-        try check(result)
+        let answer = try awaitResult(handle)
+        defer { PQclear(answer.result) }
+        try check(answer)
+        try confirmCommit()
     }
 
     @discardableResult
     private func run(_ query: PostgresQuery, prepared: Bool) throws(PostgresError) -> Rows {
+        let prepared = prepared && options.preparedStatements
+        if localSettingsDue {
+            localSettingsDue = false
+            return try runWithLocalSettings(query, prepared: prepared)
+        }
         let handle = try idleHandle()
+        notices.reset()
+        // Some of it may have left before a failure: counted as sent.
+        guard try send(query, prepared: prepared, handle: handle) else { throw lost(sent: true) }
+        let answer = try awaitResult(handle)
+        defer { PQclear(answer.result) }
+        try check(answer)
+        try confirmCommit()
+        return rows(of: answer.result)
+    }
+
+    /// Queues `query` on the connection (and prepares it first, when asked
+    /// and not yet done); false when libpq refused it.
+    private func send(_ query: PostgresQuery, prepared: Bool, handle: OpaquePointer) throws(PostgresError) -> Bool {
         let accepted: Int32
         if prepared {
             let name = try statementName(for: query.sql, handle: handle)
@@ -175,12 +247,74 @@ public final class Connection: @unchecked Sendable {
                 PQsendQueryParams(handle, query.sql, Int32(query.parameters.count), nil, parameters, nil, nil, 0)
             }
         }
-        // Some of it may have left before a failure: counted as sent.
-        guard accepted == 1 else { throw lost(sent: true) }
-        let result = try awaitResult(handle)
-        defer { PQclear(result) }
-        try check(result)
-        return rows(of: result)
+        return accepted == 1
+    }
+
+    /// `query` as a transaction of its own, after the statement that sets
+    /// the transaction's settings, in one pipeline: one round trip.
+    private func runWithLocalSettings(_ query: PostgresQuery, prepared: Bool) throws(PostgresError) -> Rows {
+        let handle = try idleHandle()
+        let settings = PostgresQuery(unsafeSQL: Self.localSettingsSQL, parameters: [
+            String(options.statementTimeoutMilliseconds), String(options.lockTimeoutMilliseconds),
+        ])
+        // Prepared statements are made before the pipeline starts: a
+        // round trip on their first use only.
+        if prepared {
+            _ = try statementName(for: settings.sql, handle: handle)
+            _ = try statementName(for: query.sql, handle: handle)
+        }
+        notices.reset()
+        guard PQenterPipelineMode(handle) == 1 else { throw lost(sent: false) }
+        guard try send(settings, prepared: prepared, handle: handle) else { throw lost(sent: false) }
+        guard try send(query, prepared: prepared, handle: handle), PQpipelineSync(handle) == 1 else {
+            throw lost(sent: true)
+        }
+        let settingsAnswer = try awaitResult(handle)
+        defer { PQclear(settingsAnswer.result) }
+        let answer = try awaitResult(handle)
+        defer { PQclear(answer.result) }
+        // Refused settings skip the statement (PGRES_PIPELINE_ABORTED):
+        // their error is the statement's.
+        let reported = Self.isError(settingsAnswer.result) ? settingsAnswer : answer
+        if Self.isError(reported.result) {
+            // Nothing of the transaction commits. The Sync is awaited so the
+            // connection can be used again; when the error was the session
+            // ending, the connection's end is no news: the error is.
+            _ = try? finishPipeline(handle)
+            try check(reported)
+        }
+        // The implicit transaction commits at the Sync, after the statement
+        // answered: an error or a broken connection there leaves the
+        // outcome open.
+        try finishPipeline(handle)
+        try confirmCommit()
+        return rows(of: answer.result)
+    }
+
+    /// Waits for the pipeline's Sync and leaves pipeline mode. Anything but
+    /// a clean Sync closes the connection: what was sent may have committed.
+    private func finishPipeline(_ handle: OpaquePointer) throws(PostgresError) {
+        while true {
+            while PQisBusy(handle) == 1 {
+                guard Self.waitForSocket(PQsocket(handle), events: Int16(POLLIN), until: deadline) else { throw expired() }
+                guard PQconsumeInput(handle) == 1 else { throw lost(sent: true) }
+            }
+            guard let result = PQgetResult(handle) else { continue }
+            let status = PQresultStatus(result)
+            PQclear(result)
+            if status == PGRES_PIPELINE_SYNC { break }
+            // A result past the statement's own is an error from the commit
+            // or the session ending: the outcome is unknown.
+            throw lost(sent: true)
+        }
+        guard PQexitPipelineMode(handle) == 1 else { throw lost(sent: true) }
+    }
+
+    /// Throws `.unconfirmedCommit` when the statement just answered drew the
+    /// server's warning that its commit was not confirmed by the standby.
+    private func confirmCommit() throws(PostgresError) {
+        guard notices.commitUnconfirmed else { return }
+        throw PostgresError(kind: .unconfirmedCommit, sqlState: notices.sqlState, serverMessage: notices.message, sent: true)
     }
 
     /// Preparing runs nothing, so a failure here leaves the statement unsent.
@@ -188,15 +322,15 @@ public final class Connection: @unchecked Sendable {
         if let name = preparedNames[sql] { return name }
         let name = "s\(preparedNames.count)"
         guard PQsendPrepare(handle, name, sql, 0, nil) == 1 else { throw lost(sent: false) }
-        let result: OpaquePointer
+        let answer: Answer
         do {
-            result = try awaitResult(handle)
+            answer = try awaitResult(handle)
         } catch {
             throw error.unsent
         }
-        defer { PQclear(result) }
+        defer { PQclear(answer.result) }
         do {
-            try check(result)
+            try check(answer)
         } catch {
             throw error.unsent
         }
@@ -222,9 +356,18 @@ public final class Connection: @unchecked Sendable {
         return handle
     }
 
-    /// Flushes what was sent and collects the answer: the first error, or
-    /// else the last result. Throws at the deadline, closing the connection.
-    private func awaitResult(_ handle: OpaquePointer) throws(PostgresError) -> OpaquePointer {
+    /// A statement's answer: the first error, or else the last result.
+    private struct Answer {
+        var result: OpaquePointer
+        /// The error came after a result that completed the statement (the
+        /// session ended between the statement and its commit, say).
+        var errorAfterCompletion: Bool
+    }
+
+    /// Flushes what was sent and collects the answer, up to the end of the
+    /// current statement's results. Throws at the deadline, closing the
+    /// connection.
+    private func awaitResult(_ handle: OpaquePointer) throws(PostgresError) -> Answer {
         while true {
             let flushed = PQflush(handle)
             if flushed == 0 { break }
@@ -235,27 +378,32 @@ public final class Connection: @unchecked Sendable {
             guard PQconsumeInput(handle) == 1 else { throw lost(sent: true) }
         }
         var kept: OpaquePointer?
+        var errorAfterCompletion = false
+        // Once reading fails (the server closed the connection), libpq
+        // still hands over what arrived before: the server's last error,
+        // say, whose SQLSTATE tells whether the statement ran.
+        var readFailed = false
+        var resultsMax = 64
         while true {
-            while PQisBusy(handle) == 1 {
+            while !readFailed, PQisBusy(handle) == 1 {
                 guard Self.waitForSocket(PQsocket(handle), events: Int16(POLLIN), until: deadline) else {
                     PQclear(kept)
                     throw expired()
                 }
-                guard PQconsumeInput(handle) == 1 else {
-                    PQclear(kept)
-                    throw lost(sent: true)
-                }
+                if PQconsumeInput(handle) != 1 { readFailed = true }
             }
-            guard let result = PQgetResult(handle) else { break }
+            resultsMax -= 1
+            guard resultsMax > 0, let result = PQgetResult(handle) else { break }
             if let previous = kept, Self.isError(previous) {
                 PQclear(result)
             } else {
+                if kept != nil, Self.isError(result) { errorAfterCompletion = true }
                 PQclear(kept)
                 kept = result
             }
         }
         guard let kept else { throw lost(sent: true) }
-        return kept
+        return Answer(result: kept, errorAfterCompletion: errorAfterCompletion)
     }
 
     private static func isError(_ result: OpaquePointer) -> Bool {
@@ -297,25 +445,52 @@ public final class Connection: @unchecked Sendable {
         return PostgresError(kind: .deadline, serverMessage: "no answer before the deadline", sent: true)
     }
 
-    private func check(_ result: OpaquePointer) throws(PostgresError) {
+    private func check(_ answer: Answer) throws(PostgresError) {
+        let result = answer.result
         guard Self.isError(result) else { return }
         let connectionLost = handle.map { PQstatus($0) != CONNECTION_OK } ?? true
         if connectionLost { isBroken = true }
         let sqlState = field(result, CLibPQ_DIAG_SQLSTATE).map(SQLState.init)
+            ?? Self.serverSQLState(in: String(cString: PQresultErrorMessage(result)))
         var message = field(result, CLibPQ_DIAG_MESSAGE_PRIMARY) ?? String(cString: PQresultErrorMessage(result))
         if let detail = field(result, CLibPQ_DIAG_MESSAGE_DETAIL) { message += " — " + detail }
         let constraint = field(result, CLibPQ_DIAG_CONSTRAINT_NAME)
         message = message.trimmingCharacters(in: .whitespacesAndNewlines)
+        // The server's own error (it carries a SQLSTATE; libpq's reports of
+        // a broken connection do not) in place of the statement's answer
+        // means the statement stopped before completing, so its implicit
+        // transaction never committed. (A COMMIT statement is the
+        // exception: its caller counts any failure as possibly committed.)
+        let mayHaveCommitted = sqlState == nil || answer.errorAfterCompletion
         if connectionLost {
             close()
-            throw PostgresError(kind: .connection, sqlState: sqlState ?? SQLState("08006"), serverMessage: message, sent: true)
+            throw PostgresError(kind: .connection, sqlState: sqlState ?? SQLState("08006"), serverMessage: message,
+                                sent: mayHaveCommitted)
         }
-        // Sessions ended by the server (shutdown, restart) are connection errors too.
+        // Sessions ended by the server (shutdown, restart) are connection
+        // errors too, and so is a server that takes no writes (during a
+        // promotion): a new connection may reach the new primary.
         if let sqlState, sqlState.isUnavailable {
             close()
-            throw PostgresError(kind: .connection, sqlState: sqlState, serverMessage: message, sent: true)
+            throw PostgresError(kind: .connection, sqlState: sqlState, serverMessage: message, sent: mayHaveCommitted)
         }
         throw PostgresError(kind: .server, sqlState: sqlState, serverMessage: message, constraint: constraint, sent: true)
+    }
+
+    /// The SQLSTATE of a server error inside a message libpq made itself:
+    /// with `PQERRORS_SQLSTATE`, the server's report reads
+    /// "SEVERITY:  XXXXX" on a line of its own (a FATAL before the server
+    /// closed the connection, say), ahead of libpq's own words.
+    static func serverSQLState(in message: String) -> SQLState? {
+        for line in message.split(separator: "\n") {
+            let parts = line.split(separator: ":", maxSplits: 1)
+            guard parts.count == 2 else { continue }
+            let code = parts[1].trimmingCharacters(in: .whitespaces)
+            if code.utf8.count == 5, code.utf8.allSatisfy({ (48...57).contains($0) || (65...90).contains($0) }) {
+                return SQLState(code)
+            }
+        }
+        return nil
     }
 
     private func field(_ result: OpaquePointer, _ code: Int32) -> String? {
@@ -365,4 +540,41 @@ private func withOptionalCStrings<R>(_ strings: [String?], _ body: (UnsafePointe
     defer { duplicates.forEach { free($0) } }
     let pointers = duplicates.map { UnsafePointer($0) }
     return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+}
+
+/// What a connection's server notices reported during the current
+/// statement. Written by `receiveNotice` on the thread running the
+/// statement (libpq calls it while reading the answer).
+///
+/// The notice that matters is PostgreSQL's warning that the wait for a
+/// synchronous standby was cancelled ("canceling wait for synchronous
+/// replication", SQLSTATE 01000, or 57P01 when the session is being
+/// terminated): the commit happened on this server only, and a failover
+/// can lose it. It is recognised by severity and SQLSTATE, which do not
+/// depend on the server's message language; any such WARNING on a
+/// statement makes its outcome unknown, which costs a retry at worst.
+final class Notices {
+    private(set) var commitUnconfirmed = false
+    private(set) var sqlState: SQLState?
+    private(set) var message = ""
+
+    func reset() {
+        commitUnconfirmed = false
+    }
+
+    func receive(_ result: OpaquePointer) {
+        let severity = PQresultErrorField(result, CLibPQ_DIAG_SEVERITY_NONLOCALIZED).map { String(cString: $0) }
+        let state = PQresultErrorField(result, CLibPQ_DIAG_SQLSTATE).map { SQLState(String(cString: $0)) }
+        guard severity == "WARNING", let state, state == .warning || state == .adminShutdown else { return }
+        commitUnconfirmed = true
+        sqlState = state
+        message = PQresultErrorField(result, CLibPQ_DIAG_MESSAGE_PRIMARY).map { String(cString: $0) } ?? ""
+    }
+}
+
+/// libpq's notice receiver: a C function pointer, with the connection's
+/// `Notices` as its context.
+private let receiveNotice: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?) -> Void = { context, result in
+    guard let context, let result else { return }
+    Unmanaged<Notices>.fromOpaque(context).takeUnretainedValue().receive(result)
 }

@@ -183,7 +183,7 @@ public final class ConnectionPool: Sendable {
             let connection = try acquire(deadline: deadline)
             defer { release(connection) }
             do {
-                try connection.execute("BEGIN")
+                try connection.begin()
             } catch {
                 if error.kind == .connection, attempt <= configuration.maximumConnections { continue }
                 if error.isUnavailable { throw error.unsent }
@@ -210,6 +210,11 @@ public final class ConnectionPool: Sendable {
                 if let state = error.sqlState, state.isRetryableTransactionFailure, attempt < attemptsMax {
                     continue
                 }
+                // Whatever came back instead of COMMIT's answer (a session
+                // ended mid-commit, a commit the standby never confirmed),
+                // the transaction may have committed.
+                var error = error
+                error.sent = true
                 if error.isUnavailable { throw error }
                 throw PostgresError(kind: .transaction(.commit), sqlState: error.sqlState, serverMessage: error.serverMessage,
                                     sent: true)
@@ -220,8 +225,9 @@ public final class ConnectionPool: Sendable {
 
     /// Runs `body`, which sends a single statement, outside an explicit
     /// transaction: the statement is its own transaction, with no BEGIN and
-    /// COMMIT round trips. Serialization failures and deadlocks run it again,
-    /// as `withTransaction` does.
+    /// COMMIT round trips, and carries the settings `withTransaction` sets
+    /// in BEGIN (`Connection.withLocalSettings`). Serialization failures and
+    /// deadlocks run it again, as `withTransaction` does.
     public func withSingleStatement<T>(deadline: ContinuousClock.Instant? = nil, attemptsMax: Int? = nil,
                                        _ body: (Connection) throws -> T) throws -> T {
         let attemptsMax = attemptsMax ?? configuration.transactionAttemptsMax
@@ -229,7 +235,7 @@ public final class ConnectionPool: Sendable {
         while true {
             attempt += 1
             do {
-                return try withConnection(deadline: deadline, body)
+                return try withConnection(deadline: deadline) { try $0.withLocalSettings(body) }
             } catch let error as PostgresError {
                 if let state = error.sqlState, state.isRetryableTransactionFailure, attempt < attemptsMax { continue }
                 throw error

@@ -82,14 +82,16 @@ public struct LocalCluster: Sendable {
         }
     }
 
-    /// Finds `initdb` and `pg_ctl`: on PATH first, then the newest
+    /// Finds `initdb` and `pg_ctl`: on PATH first (links followed), then the newest
     /// `/usr/lib/postgresql/*/bin`.
     public static func findBinaries() throws(LauncherError) -> String {
         let manager = FileManager.default
         let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
         for directory in path.split(separator: ":").map(String.init)
         where manager.isExecutableFile(atPath: directory + "/initdb") && manager.isExecutableFile(atPath: directory + "/pg_ctl") {
-            return directory
+            // A link on PATH leads to the installation's own directory,
+            // which has the other tools (pg_basebackup) too.
+            return URL(fileURLWithPath: directory + "/initdb").resolvingSymlinksInPath().deletingLastPathComponent().path
         }
         let versions = ((try? manager.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? [])
             .compactMap(Int.init).sorted(by: >)
@@ -117,6 +119,31 @@ public struct LocalCluster: Sendable {
         guard !exists else { return false }
         try run("initdb", ["-D", dataDirectory, "-U", Self.superuser, "--auth=trust", "--encoding=UTF8",
                            "--locale=C", "--no-instructions"], timeoutSeconds: 120)
+        try appendOwnSettings()
+        logger.info("database cluster created", ["db.data_dir": dataDirectory])
+        return true
+    }
+
+    /// Creates this cluster, unless it exists, as a streaming standby of
+    /// `primary` (which must be running): a base backup that follows the
+    /// primary's WAL from then on. The primary counts it as synchronous when
+    /// its `synchronous_standby_names` says so (`'*'` takes any standby).
+    public func createStandby(of primary: LocalCluster) throws(LauncherError) {
+        try prepareDirectory(configuration.directory)
+        if socketDirectory != configuration.directory { try prepareDirectory(socketDirectory) }
+        guard !exists else { return }
+        try run("pg_basebackup", ["-D", dataDirectory, "-h", primary.socketDirectory,
+                                  "-p", String(primary.configuration.port), "-U", Self.superuser,
+                                  "-R", "-X", "stream", "--checkpoint=fast"], timeoutSeconds: 120)
+        // The copy carries the primary's own settings; the lines added
+        // after them win.
+        try appendOwnSettings()
+        logger.info("standby cluster created", ["db.data_dir": dataDirectory])
+    }
+
+    /// Appends this cluster's port, socket and `configuration.settings` to
+    /// its `postgresql.conf`.
+    private func appendOwnSettings() throws(LauncherError) {
         var settings: [String: String] = [
             "listen_addresses": configuration.listenOnLoopback ? "'127.0.0.1'" : "''",
             "port": String(configuration.port),
@@ -134,8 +161,6 @@ public struct LocalCluster: Sendable {
         } catch {
             throw .commandFailed(command: "write \(conf)", status: -1, output: "\(error)")
         }
-        logger.info("database cluster created", ["db.data_dir": dataDirectory])
-        return true
     }
 
     public var isRunning: Bool {

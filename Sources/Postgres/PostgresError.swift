@@ -21,6 +21,10 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         case decoding
         /// `withTransaction` failed at a step other than the body.
         case transaction(TransactionStep)
+        /// The server reported success, with a warning that the commit was
+        /// not confirmed by the synchronous standby it waits for: it may be
+        /// lost in a failover. Never an acknowledgement.
+        case unconfirmedCommit
     }
 
     public enum TransactionStep: String, Sendable {
@@ -60,7 +64,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     /// the caller may answer "unavailable" and retry later.
     public var isUnavailable: Bool {
         switch kind {
-        case .connection, .deadline, .poolTimeout, .poolClosed: return true
+        case .connection, .deadline, .poolTimeout, .poolClosed, .unconfirmedCommit: return true
         default: return sqlState?.isUnavailable ?? false
         }
     }
@@ -74,6 +78,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         case .poolClosed: "the PostgreSQL pool is closed"
         case .decoding: "a PostgreSQL value could not be decoded"
         case .transaction(let step): "PostgreSQL transaction failed at \(step.rawValue)"
+        case .unconfirmedCommit: "PostgreSQL committed without the synchronous standby's confirmation"
         }
     }
 
@@ -92,6 +97,8 @@ public struct SQLState: Hashable, Sendable, CustomStringConvertible {
 
     public init(_ code: String) { self.code = code }
 
+    public static let warning = SQLState("01000")
+    public static let readOnlySQLTransaction = SQLState("25006")
     public static let uniqueViolation = SQLState("23505")
     public static let checkViolation = SQLState("23514")
     public static let foreignKeyViolation = SQLState("23503")
@@ -104,9 +111,12 @@ public struct SQLState: Hashable, Sendable, CustomStringConvertible {
     public static let lockNotAvailable = SQLState("55P03")
     public static let raiseException = SQLState("P0001")
 
-    /// Class 08 (connection exception) and the shutdown states of class 57.
+    /// Class 08 (connection exception), the shutdown states of class 57,
+    /// and a server that takes no writes (a standby, or a primary being
+    /// promoted): another connection may find a server that can answer.
     public var isUnavailable: Bool {
         code.hasPrefix("08") || self == .adminShutdown || self == .crashShutdown || self == .cannotConnectNow
+            || self == .readOnlySQLTransaction
     }
 
     /// Worth running the whole transaction again.

@@ -34,6 +34,8 @@ public enum StoreFailure: Equatable, Sendable {
         case .poolTimeout: self = .timeout
         case .deadline: self = error.sent ? .outcomeUnknown : .timeout
         case .connection: self = error.sent ? .outcomeUnknown : .notSent
+        // Committed here, not confirmed by the standby: a failover may lose it.
+        case .unconfirmedCommit: self = .outcomeUnknown
         case .server, .decoding, .transaction:
             switch error.sqlState {
             case .lockNotAvailable?: self = .busy
@@ -67,12 +69,14 @@ public enum StoreFailure: Equatable, Sendable {
     }
 
     /// The `kind` label of `wallet_db_errors_total`: `unavailable`,
-    /// `pool_timeout`, `deadline`, `sqlstate_XXXXX` or `other`.
+    /// `pool_timeout`, `deadline`, `unconfirmed_commit`, `sqlstate_XXXXX`
+    /// or `other`.
     public static func metricKind(_ error: PostgresError) -> String {
         switch error.kind {
         case .connection, .poolClosed: "unavailable"
         case .poolTimeout: "pool_timeout"
         case .deadline: "deadline"
+        case .unconfirmedCommit: "unconfirmed_commit"
         default: error.sqlState.map { "sqlstate_\($0.code)" } ?? "other"
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import Postgres
 import Testing
 import TestSupport
@@ -95,6 +96,103 @@ struct ConnectionTests {
         #expect(error.sqlState == .queryCanceled)
     }
 
+    @Test func preparedStatementsCanBeTurnedOffForAPoolerInTransactionMode() throws {
+        var options = try TestDatabase.make()
+        options.preparedStatements = false
+        let connection = try Connection(options: options)
+        for value in 1...3 {
+            #expect(try connection.prepared("SELECT \(value)::int * 2").single!.decode(Int.self, at: 0) == value * 2)
+            _ = try connection.withLocalSettings { try $0.prepared("SELECT \(value)::int") }
+        }
+        let prepared = try connection.query("SELECT count(*) FROM pg_prepared_statements")
+        #expect(try prepared[0].decode(Int.self, at: 0) == 0)
+    }
+
+    /// A pooler in transaction mode may hand a transaction a server
+    /// connection where the session settings were never made: every
+    /// transaction that writes brings its own, and they end with it.
+    @Test(arguments: [true, false]) func eachWriteTransactionBringsItsOwnSettings(prepared: Bool) throws {
+        var options = try TestDatabase.make()
+        options.statementTimeoutMilliseconds = 4_321
+        options.lockTimeoutMilliseconds = 321
+        options.preparedStatements = prepared
+        let connection = try Connection(options: options)
+        let show = PostgresQuery(unsafeSQL: """
+            SELECT current_setting('statement_timeout'), current_setting('lock_timeout'), current_setting('synchronous_commit')
+            """)
+        func settings(_ rows: Rows) throws -> [String] {
+            try (0..<3).map { try rows[0].decode(String.self, at: $0) }
+        }
+        // What another client's session could have left behind.
+        try connection.execute(PostgresQuery(unsafeSQL: "SELECT set_config('statement_timeout', '0', false), "
+            + "set_config('lock_timeout', '0', false), set_config('synchronous_commit', 'off', false)"))
+        let expected = ["4321ms", "321ms", "on"]
+        #expect(try settings(connection.withLocalSettings { try $0.prepared(show) }) == expected)
+        #expect(try settings(connection.query(show)) == ["0", "0", "off"])
+        try connection.begin()
+        #expect(try settings(connection.prepared(show)) == expected)
+        try connection.execute("COMMIT")
+        #expect(try settings(connection.query(show)) == ["0", "0", "off"])
+        // The statement after the settings runs under them.
+        let error = try #require(throws: PostgresError.self) {
+            try connection.withLocalSettings { try $0.query("SELECT pg_sleep(10)") }
+        }
+        #expect(error.sqlState == .queryCanceled)
+        #expect(!connection.isBroken && !connection.isInTransaction)
+        // A refused statement in the pipeline is reported, and the
+        // connection is still usable after it.
+        let refused = try #require(throws: PostgresError.self) {
+            try connection.withLocalSettings { try $0.query("SELECT 1/0") }
+        }
+        #expect(refused.sqlState == SQLState("22012"))
+        #expect(try connection.query("SELECT 7").single!.decode(Int.self, at: 0) == 7)
+    }
+
+    /// A server that takes no writes (a standby; a primary mid-promotion)
+    /// refuses with 25006 before running anything: the connection is given
+    /// up, and the write counts as never sent, so it may run elsewhere.
+    @Test func aServerThatTakesNoWritesIsUnavailableAndNothingRan() throws {
+        let connection = try Connection(options: try TestDatabase.make())
+        try connection.execute("CREATE TABLE w (id INT)")
+        try connection.execute("SET default_transaction_read_only = on")
+        let error = try #require(throws: PostgresError.self) { try connection.query("INSERT INTO w VALUES (1)") }
+        #expect(error.sqlState == .readOnlySQLTransaction)
+        #expect(error.kind == .connection)
+        #expect(error.isUnavailable)
+        #expect(!error.sent)
+        #expect(connection.isBroken)
+    }
+
+    /// A session the server ends while the statement runs (57P01, as in a
+    /// switchover) was answered with the server's error before the
+    /// statement completed: nothing committed, so it counts as unsent.
+    @Test func aSessionEndedMidStatementCountsAsNeverRun() throws {
+        let options = try TestDatabase.make()
+        let connection = try Connection(options: options)
+        let pid = try connection.query("SELECT pg_backend_pid()")[0].decode(Int.self, at: 0)
+        let admin = try Connection(options: options)
+        let outcome = Locked<PostgresError?>(nil)
+        let box = UncheckedConnection(connection)
+        let thread = Thread {
+            do {
+                _ = try box.connection.withLocalSettings { try $0.query("SELECT pg_sleep(30)") }
+            } catch let error as PostgresError {
+                outcome.withLock { $0 = error }
+            } catch {}
+        }
+        thread.start()
+        #expect(waitFor(seconds: 20) {
+            (try? admin.query("SELECT count(*) FROM pg_stat_activity WHERE pid = \(pid) AND wait_event = 'PgSleep'")[0]
+                .decode(Int.self, at: 0)) == 1
+        })
+        try admin.query("SELECT pg_terminate_backend(\(pid))")
+        #expect(waitFor(seconds: 20) { outcome.withLock { $0 != nil } })
+        let error = try #require(outcome.withLock { $0 })
+        #expect(error.sqlState == .adminShutdown, "\(error.debugDescription)")
+        #expect(error.kind == .connection)
+        #expect(!error.sent)
+    }
+
     @Test func unreachableServerIsAConnectionError() throws {
         var options = Connection.Options(conninfo: "host=/nonexistent-wallet-socket-dir port=5432 dbname=x")
         options.connectTimeoutSeconds = 2
@@ -102,4 +200,10 @@ struct ConnectionTests {
         #expect(error.kind == .connection)
         #expect(error.isUnavailable)
     }
+}
+
+/// A connection handed to one other thread while the test only waits.
+private struct UncheckedConnection: @unchecked Sendable {
+    let connection: Connection
+    init(_ connection: Connection) { self.connection = connection }
 }

@@ -94,23 +94,40 @@ public enum TestDatabase {
 /// that stop or restart the server and must not disturb the others.
 /// Clusters still running when the test process exits are stopped then.
 public enum TestCluster {
-    public static func start(name: String, port: Int = 5432, listenOnLoopback: Bool = false) throws -> LocalCluster {
+    public static func start(name: String, port: Int = 5432, listenOnLoopback: Bool = false,
+                             settings: [String: String] = [:]) throws -> LocalCluster {
+        let cluster = try make(name: name, port: port, listenOnLoopback: listenOnLoopback, settings: settings)
+        try cluster.createIfNeeded()
+        try cluster.start()
+        return cluster
+    }
+
+    /// A streaming standby of `primary`, started.
+    public static func startStandby(of primary: LocalCluster, name: String) throws -> LocalCluster {
+        let cluster = try make(name: name, port: primary.configuration.port, listenOnLoopback: false, settings: [:])
+        try cluster.createStandby(of: primary)
+        try cluster.start()
+        return cluster
+    }
+
+    private static func make(name: String, port: Int, listenOnLoopback: Bool,
+                             settings: [String: String]) throws -> LocalCluster {
         sweepOnce
         let directory = NSTemporaryDirectory() + "wallet-test-\(getpid())-\(name)-\(UUID().uuidString.prefix(8))"
         var configuration = LocalCluster.Configuration(directory: directory)
         configuration.port = port
         configuration.listenOnLoopback = listenOnLoopback
-        // Throwaway data: durability buys nothing here, speed does.
+        // Throwaway data: durability buys nothing here, speed does. (The
+        // service asks for synchronous_commit itself, per transaction.)
         configuration.settings = [
             "fsync": "off",
             "full_page_writes": "off",
             "synchronous_commit": "off",
             "max_connections": "300",
         ]
+        for (key, value) in settings { configuration.settings[key] = value }
         let cluster = try LocalCluster(configuration: configuration, logger: Logger(label: "test-cluster", level: .error))
         register(cluster)
-        try cluster.createIfNeeded()
-        try cluster.start()
         return cluster
     }
 

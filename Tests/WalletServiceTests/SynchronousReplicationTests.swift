@@ -1,0 +1,169 @@
+import Foundation
+import HTTPServer
+import Locking
+import Postgres
+import Testing
+import TestSupport
+import ServiceTestSupport
+
+/// A primary with a synchronous standby. When the standby is gone, a
+/// commit waits for it; if that wait is cancelled, PostgreSQL reports the
+/// commit as a success with a WARNING, although the row exists on the
+/// primary alone and a failover loses it. The service must never answer
+/// such a commit 2xx.
+@Suite(.timeLimit(.minutes(3)))
+struct SynchronousReplicationTests {
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// Waits until the primary counts a synchronous standby.
+    static func waitForSynchronousStandby(_ admin: Connection) -> Bool {
+        waitFor(seconds: 60) {
+            let count = try? admin.query("SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'")[0]
+                .decode(Int.self, at: 0)
+            return (count ?? 0) > 0
+        }
+    }
+
+    /// Cancels the first session of `database` that waits for the standby.
+    static func cancelTheWaitForTheStandby(_ admin: Connection, database: String) throws -> Bool {
+        var cancelled = false
+        _ = waitFor(seconds: 30) {
+            let rows = try? admin.query("""
+                SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+                WHERE datname = \(database) AND wait_event = 'SyncRep'
+                """)
+            cancelled = rows.map { !$0.isEmpty } ?? false
+            return cancelled
+        }
+        return cancelled
+    }
+
+    static func primaryAndStandby(_ name: String) throws -> (primary: LocalCluster, standby: LocalCluster, admin: Connection) {
+        let primary = try TestCluster.start(name: "\(name)-primary", settings: ["synchronous_standby_names": "'*'"])
+        let standby = try TestCluster.startStandby(of: primary, name: "\(name)-standby")
+        let admin = try Connection(options: .init(conninfo: primary.conninfo()))
+        guard waitForSynchronousStandby(admin) else { throw Failure(description: "the standby never became synchronous") }
+        return (primary, standby, admin)
+    }
+
+    /// Through the service: a credit whose commit the standby never
+    /// confirmed is 503 `outcome_unknown`, and the retry after the standby
+    /// is back replays it, once.
+    @Test func aCommitTheStandbyNeverConfirmedIsAnsweredOutcomeUnknown() throws {
+        let (primary, standby, admin) = try Self.primaryAndStandby("syncrep")
+        defer {
+            admin.close()
+            TestCluster.destroy(standby)
+            TestCluster.destroy(primary)
+        }
+        let databaseURL = try ChaosRun.migratedWalletDatabase(on: primary)
+        let key = try ChaosRun.walletCommand(["keys", "create", "--name", "shop", "--scopes", "credit"],
+                                             databaseURL: databaseURL).lastLine
+        // A request time far beyond the test's steps: the 503 must come
+        // from the warning, not from a deadline.
+        let server = try ServerProcess(binary: CommandLineTests.walletBinary, environment: ChaosRun.walletEnvironment([
+            "WALLET_DATABASE_URL": databaseURL, "WALLET_LISTEN": "127.0.0.1:0",
+            "WALLET_CREDIT_VERIFICATION": "caller", "WALLET_REQUEST_TIMEOUT_SECONDS": "120",
+        ]))
+        defer { server.kill() }
+        let port = try server.waitForPort()
+        guard waitFor(seconds: 30, { (try? StallTests.get(port: port, path: "/readyz"))?.status == 200 }) else {
+            throw Failure(description: "wallet serve was not ready: \(server.output)")
+        }
+        @Sendable func credit(_ flowNo: String) throws -> HTTPTestResponse {
+            try TestService.request(port: port, "POST", "/v1/credits", key: key,
+                                    json: #"{"user_id":"sync-user","flow_no":"\#(flowNo)","product_id":"guodong600"}"#,
+                                    timeoutSeconds: 150)
+        }
+        let before = try credit("sync-before")
+        #expect(before.status == 201, "\(String(decoding: before.body, as: UTF8.self))")
+
+        try standby.stop(mode: .fast)
+        let answer = Locked<Result<HTTPTestResponse, any Error>?>(nil)
+        let thread = Thread { answer.withLock { $0 = Result { try credit("sync-lost") } } }
+        thread.start()
+        #expect(try Self.cancelTheWaitForTheStandby(admin, database: "wallet"))
+        #expect(waitFor(seconds: 60) { answer.withLock { $0 != nil } })
+        let response = try #require(answer.withLock { $0 }).get()
+        #expect(response.status == 503)
+        #expect(StallTests.code(response) == "outcome_unknown")
+        #expect(response.header("Retry-After") != nil)
+
+        // The row is on the primary: this is the acknowledgement a
+        // failover would have taken back.
+        let wallet = try Connection(options: .init(conninfo: databaseURL))
+        defer { wallet.close() }
+        #expect(try wallet.query("SELECT count(*) FROM wallet.credits WHERE flow_no = 'sync-lost'")[0]
+            .decode(Int.self, at: 0) == 1)
+        let metrics = try StallTests.get(port: port, path: "/metrics")
+        #expect(String(decoding: metrics.body, as: UTF8.self).contains(#"wallet_db_errors_total{kind="unconfirmed_commit"} 1"#))
+
+        // With the standby back, the client's retry finds the credit and
+        // answers it as a replay; the ledger holds it once.
+        try standby.start()
+        #expect(Self.waitForSynchronousStandby(admin))
+        let retry = try credit("sync-lost")
+        #expect(retry.status == 200)
+        #expect(try wallet.query("SELECT balance FROM wallet.wallets WHERE user_id = 'sync-user'")[0]
+            .decode(Int.self, at: 0) == 1_200)
+        #expect(try wallet.query("SELECT count(*) FROM wallet.credits WHERE flow_no = 'sync-lost'")[0]
+            .decode(Int.self, at: 0) == 1)
+        let check = try StallTests.check(databaseURL: databaseURL)
+        #expect(check.status == 0, "\(check.output)")
+    }
+
+    /// On one connection: COMMIT of an explicit transaction, and a single
+    /// statement carrying its own settings, each with the wait cancelled,
+    /// throw `.unconfirmedCommit` instead of returning.
+    @Test func theConnectionReportsAnUnconfirmedCommitAsAnError() throws {
+        let (primary, standby, admin) = try Self.primaryAndStandby("syncconn")
+        defer {
+            admin.close()
+            TestCluster.destroy(standby)
+            TestCluster.destroy(primary)
+        }
+        try admin.execute("CREATE TABLE sync_rows (id INT PRIMARY KEY)")
+        try standby.stop(mode: .fast)
+        let writer = try Connection(options: .init(conninfo: primary.conninfo()))
+        defer { writer.close() }
+
+        let outcome = Locked<[String]>([])
+        func attempt(_ name: String, _ body: @escaping @Sendable () throws -> Void) {
+            let done = Locked<Bool>(false)
+            let thread = Thread {
+                do {
+                    try body()
+                    outcome.withLock { $0.append("\(name): returned") }
+                } catch let error as PostgresError {
+                    outcome.withLock { $0.append("\(name): \(error.kind == .unconfirmedCommit ? "unconfirmed" : "\(error)") sent=\(error.sent)") }
+                } catch {
+                    outcome.withLock { $0.append("\(name): \(error)") }
+                }
+                done.withLock { $0 = true }
+            }
+            thread.start()
+            #expect((try? Self.cancelTheWaitForTheStandby(admin, database: "postgres")) == true)
+            #expect(waitFor(seconds: 30) { done.withLock { $0 } })
+        }
+        let connection = UncheckedBox(writer)
+        attempt("commit") {
+            try connection.value.begin()
+            try connection.value.execute("INSERT INTO sync_rows VALUES (1)")
+            try connection.value.execute("COMMIT")
+        }
+        attempt("single") {
+            _ = try connection.value.withLocalSettings { try $0.query("INSERT INTO sync_rows VALUES (2)") }
+        }
+        #expect(outcome.withLock { $0 } == ["commit: unconfirmed sent=true", "single: unconfirmed sent=true"])
+        // Both committed on the primary; the connection is still usable.
+        #expect(try writer.query("SELECT count(*) FROM sync_rows")[0].decode(Int.self, at: 0) == 2)
+    }
+}
+
+/// Hands a value the test knows is used by one thread at a time to another.
+struct UncheckedBox<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}
