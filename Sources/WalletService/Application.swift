@@ -52,7 +52,9 @@ public final class Application: Sendable {
                 batchOperationsMax: configuration.batchOperationsMax,
                 statementTimeoutMilliseconds: max(1_000, configuration.requestTimeoutSeconds * 1_000),
                 acquireTimeoutMilliseconds: min(5_000, configuration.requestTimeoutSeconds * 1_000),
-                lockTimeoutMilliseconds: configuration.lockTimeoutMilliseconds),
+                lockTimeoutMilliseconds: configuration.lockTimeoutMilliseconds,
+                sessionConninfo: configuration.databaseSessionURL,
+                preparedStatements: configuration.databasePreparedStatements),
             metrics: metrics, logger: logger)
 
         router = Router()

@@ -16,6 +16,13 @@ public struct Configuration: Sendable {
 
     /// nil means the embedded development database under `dataDirectory`.
     public var databaseURL: String?
+    /// Where migrations and the advisory-locked background sweeps connect:
+    /// a session that stays on one server connection, which a pooler in
+    /// transaction mode does not give. nil means `databaseURL`.
+    public var databaseSessionURL: String?
+    /// Named prepared statements per connection; off behind a pooler in
+    /// transaction mode.
+    public var databasePreparedStatements = true
     public var listen = Listen(host: "127.0.0.1", port: 8080)
     public var dataDirectory = "./.wallet"
     public var databasePoolSize = 6
@@ -99,6 +106,10 @@ public struct Configuration: Sendable {
 
     public var usesEmbeddedDatabase: Bool { databaseURL == nil }
 
+    /// The database URL for migrations, advisory locks and the operator's
+    /// commands.
+    public var sessionDatabaseURL: String? { databaseSessionURL ?? databaseURL }
+
     public struct ConfigurationError: Error, CustomStringConvertible, Equatable {
         public let variable: String
         public let message: String
@@ -113,6 +124,17 @@ public struct Configuration: Sendable {
         var reader = Reader(environment: environment, flags: flags)
         var configuration = Configuration()
         configuration.databaseURL = reader.string("WALLET_DATABASE_URL", flag: "database-url")
+        configuration.databaseSessionURL = reader.string("WALLET_DATABASE_SESSION_URL")
+        if configuration.databaseSessionURL != nil, configuration.databaseURL == nil {
+            throw ConfigurationError(variable: "WALLET_DATABASE_SESSION_URL",
+                                     message: "needs WALLET_DATABASE_URL (the embedded database has no pooler to go past)")
+        }
+        if let prepared = reader.string("WALLET_DATABASE_PREPARED_STATEMENTS") {
+            guard let value = ["true": true, "false": false][prepared] else {
+                throw ConfigurationError(variable: "WALLET_DATABASE_PREPARED_STATEMENTS", message: "must be true or false")
+            }
+            configuration.databasePreparedStatements = value
+        }
         if let listen = reader.string("WALLET_LISTEN", flag: "listen") {
             configuration.listen = try parseListen(listen, variable: reader.lastName)
         }

@@ -177,7 +177,7 @@ public enum ReconcileCommand {
         }
         var embedded: EmbeddedDatabase?
         let conninfo: String
-        if let url = configuration.databaseURL {
+        if let url = configuration.sessionDatabaseURL {
             conninfo = url
         } else {
             let started = try EmbeddedDatabase.start(dataDirectory: configuration.dataDirectory,

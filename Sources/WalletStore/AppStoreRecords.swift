@@ -142,7 +142,7 @@ extension Ledger {
     /// on a connection kept for the purpose), or returns nil at once when
     /// another session holds it.
     public func withReconcileLock<T>(_ body: () throws -> T) throws -> T? {
-        try pool.withConnection(deadline: .now + .seconds(5)) { connection in
+        try sessionPool.withConnection(deadline: .now + .seconds(5)) { connection in
             let key = Self.reconcileLockKey
             guard try connection.query("SELECT pg_try_advisory_lock(\(key)::bigint)")[0].decode(Bool.self, at: 0) else {
                 return nil

@@ -155,11 +155,14 @@ public final class GroupCommit: Sendable {
                 metrics.countDatabaseError(error)
                 let failure = StoreFailure(error)
                 switch failure {
-                case .notSent where attempt < Self.unsentAttemptsMax:
-                    // It never reached the server: run it again, in time.
+                case .notSent:
+                    // It never reached the server, or the server refused it
+                    // before running it (a restart or a promotion under
+                    // way): run it again while there is time.
+                    Self.pauseBeforeRetry(attempt)
                     live = answerExpired(live)
                     continue
-                case .notSent, .unavailable, .timeout, .outcomeUnknown:
+                case .unavailable, .timeout, .outcomeUnknown:
                     let answer = failure.walletError ?? .databaseUnavailable
                     logger.warning("batch failed", ["batch.size": String(live.count), "error": String(reflecting: error)])
                     for item in live { item.completion(.failure(answer)) }
@@ -210,7 +213,10 @@ public final class GroupCommit: Sendable {
                 metrics.countDatabaseError(error)
                 let failure = StoreFailure(error)
                 if failure == .conflict && attempt < Self.aloneAttemptsMax { continue }
-                if failure == .notSent && attempt < Self.unsentAttemptsMax { continue }
+                if failure == .notSent {
+                    Self.pauseBeforeRetry(attempt)
+                    continue
+                }
                 return .failure(failure.walletError ?? error)
             } catch {
                 return .failure(error)
@@ -219,10 +225,17 @@ public final class GroupCommit: Sendable {
     }
 
     static let aloneAttemptsMax = 3
-    /// Runs of a statement that never reached the server. After a database
-    /// restart every pooled connection is dead; the pool drops the others
-    /// when the first is found broken, so a second run gets a fresh one.
-    static let unsentAttemptsMax = 3
+
+    /// Before running again work that never reached the server: nothing
+    /// the first time (after a restart every pooled connection is dead, the
+    /// pool drops them all when it finds one broken, and a second run gets
+    /// a fresh one), then 50 ms doubling to a second, while a failover
+    /// completes. The callers stop at their items' deadlines.
+    static func pauseBeforeRetry(_ attempt: Int) {
+        guard attempt > 1 else { return }
+        let milliseconds = min(50 << min(attempt - 2, 5), 1_000)
+        Thread.sleep(forTimeInterval: Double(milliseconds) / 1_000)
+    }
 
     /// One transaction: all credits of the batch, then all debits, so a
     /// wallet topped up and spent in the same batch sees the coins, then

@@ -25,9 +25,17 @@ public final class Ledger: Sendable {
         public var acquireTimeoutMilliseconds: Int
         /// The longest a writer waits for a wallet another transaction holds.
         public var lockTimeoutMilliseconds: Int
+        /// For migrations and the advisory-locked sweeps, which need a
+        /// session of their own past any pooler; nil means `conninfo`.
+        public var sessionConninfo: String?
+        /// See `Connection.Options.preparedStatements`.
+        public var preparedStatements: Bool
 
         public init(conninfo: String, poolSize: Int, writers: Int, batchOperationsMax: Int,
-                    statementTimeoutMilliseconds: Int, acquireTimeoutMilliseconds: Int, lockTimeoutMilliseconds: Int) {
+                    statementTimeoutMilliseconds: Int, acquireTimeoutMilliseconds: Int, lockTimeoutMilliseconds: Int,
+                    sessionConninfo: String? = nil, preparedStatements: Bool = true) {
+            self.sessionConninfo = sessionConninfo
+            self.preparedStatements = preparedStatements
             self.conninfo = conninfo
             self.poolSize = poolSize
             self.writers = writers
@@ -50,6 +58,8 @@ public final class Ledger: Sendable {
 
     let pool: ConnectionPool
     let writerPool: ConnectionPool
+    /// Sessions for migrations and the reconciliation lock.
+    let sessionPool: ConnectionPool
     public let groupCommit: GroupCommit
     let reads: ServerThreadReads
     let balanceReads: BalanceReads
@@ -63,6 +73,7 @@ public final class Ledger: Sendable {
         var connection = Connection.Options(conninfo: configuration.conninfo)
         connection.statementTimeoutMilliseconds = configuration.statementTimeoutMilliseconds
         connection.connectTimeoutSeconds = 3
+        connection.preparedStatements = configuration.preparedStatements
         var poolConfiguration = ConnectionPool.Configuration(connection: connection)
         poolConfiguration.maximumConnections = configuration.poolSize
         poolConfiguration.acquireTimeoutMilliseconds = configuration.acquireTimeoutMilliseconds
@@ -75,6 +86,11 @@ public final class Ledger: Sendable {
         // the batch's other operations commit without it.
         writerConfiguration.connection.lockTimeoutMilliseconds = configuration.lockTimeoutMilliseconds
         writerPool = ConnectionPool(configuration: writerConfiguration, logger: databaseLogger)
+        // Two: one start-up migration and one reconciliation sweep.
+        var sessionConfiguration = poolConfiguration
+        sessionConfiguration.maximumConnections = 2
+        sessionConfiguration.connection.conninfo = configuration.sessionConninfo ?? configuration.conninfo
+        sessionPool = ConnectionPool(configuration: sessionConfiguration, logger: databaseLogger)
         groupCommit = GroupCommit(writerCount: configuration.writers, batchOperationsMax: configuration.batchOperationsMax,
                                   pool: writerPool, metrics: metrics, logger: logger)
         reads = ServerThreadReads(pool: pool, metrics: metrics)
@@ -86,6 +102,7 @@ public final class Ledger: Sendable {
         groupCommit.shutdown(timeoutSeconds: timeoutSeconds)
         balanceReads.shutdown(timeoutSeconds: timeoutSeconds)
         writerPool.shutdown()
+        sessionPool.shutdown()
         pool.shutdown()
     }
 
@@ -123,9 +140,12 @@ public final class Ledger: Sendable {
         try reads.run { try APIKeys.authenticate(hash: hash, on: $0) }
     }
 
-    /// A round trip to the database, for `/readyz`.
+    /// A round trip to a database that takes writes, for `/readyz`: a
+    /// server in recovery (a standby, or a primary not yet promoted, which
+    /// a pooler or a stale address can lead to) answers, but is no primary.
     public func ping() throws {
-        try reads.run { _ = try $0.prepared("SELECT 1") }
+        let writable = try reads.run { try $0.prepared("SELECT NOT pg_is_in_recovery()")[0].decode(Bool.self, at: 0) }
+        guard writable else { throw WalletError.databaseUnavailable }
     }
 
     // MARK: Work off the server threads
@@ -143,7 +163,7 @@ public final class Ledger: Sendable {
     /// or checks that the schema is there. Throws while the database cannot
     /// be reached.
     public func bringSchemaUp(migrate: Bool) throws {
-        try pool.withConnection(deadline: .now + .seconds(5)) { connection in
+        try sessionPool.withConnection(deadline: .now + .seconds(5)) { connection in
             if migrate {
                 let migrator = try Schema.migrator(logger: logger)
                 // Migrations take what they take; connecting did not.

@@ -60,7 +60,7 @@ extension Administration {
     /// The configured database, or the embedded one.
     static func withDatabase<T>(_ configuration: Configuration, logger: Logger, migrateFirst: Bool = false,
                                 _ body: (Administration) throws -> T) throws -> T {
-        try withDatabase(url: configuration.databaseURL, dataDirectory: configuration.dataDirectory, logger: logger,
+        try withDatabase(url: configuration.sessionDatabaseURL, dataDirectory: configuration.dataDirectory, logger: logger,
                          migrateFirst: migrateFirst, body)
     }
 }
