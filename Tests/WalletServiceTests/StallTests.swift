@@ -267,14 +267,26 @@ struct StallTests {
 
     // MARK: Item 9: an outcome that is not known
 
-    @Test func aWriteWhoseConnectionDiesAfterSendingIsOutcomeUnknownAndItsRetryApplies() throws {
+    /// A debit waiting on a wallet an operator holds, as a client sees it.
+    struct HeldWallet {
+        var server: ServerProcess
+        var port: UInt16
+        var key: String
+        var holder: Connection
+        var watcher: Connection
+        var answer: Locked<HTTPTestResponse?>
+        var databaseURL: String
+    }
+
+    /// Holds the wallet `held` in a transaction, sends a debit that waits
+    /// for it, and returns once the debit's backend waits on the lock, with
+    /// that backend's pid.
+    static func debitWaitingOnAHeldWallet(requestTimeoutSeconds: Int) throws -> (HeldWallet, backend: Int) {
         let options = try TestDatabase.make()
         let databaseURL = TestService.conninfo(options)
-        // The statement must still be waiting on the lock when its backend goes.
         let (server, port, key) = try Self.serve(databaseURL: databaseURL, users: ["held"],
                                                  extra: ["WALLET_LOCK_TIMEOUT_MILLISECONDS": "30000",
-                                                         "WALLET_REQUEST_TIMEOUT_SECONDS": "40"])
-        defer { server.kill() }
+                                                         "WALLET_REQUEST_TIMEOUT_SECONDS": String(requestTimeoutSeconds)])
         let holder = try Connection(options: options)
         try holder.execute("BEGIN")
         try holder.query("SELECT balance FROM wallet.wallets WHERE user_id = 'held' FOR UPDATE")
@@ -284,37 +296,72 @@ struct StallTests {
             answer.withLock { $0 = response }
         }
         thread.start()
-
         let watcher = try Connection(options: options)
         var waitingBackend: Int?
-        #expect(waitFor(seconds: 30) {
+        _ = waitFor(seconds: 30) {
             waitingBackend = try? watcher.query("""
                 SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a USING (pid)
                 WHERE NOT l.granted AND a.application_name = 'wallet' LIMIT 1
                 """).single?.decode(Int.self, at: 0)
             return waitingBackend != nil
-        })
-        let backend = try #require(waitingBackend)
-        try watcher.query("SELECT pg_terminate_backend(\(backend))")
+        }
+        let held = HeldWallet(server: server, port: port, key: key, holder: holder, watcher: watcher, answer: answer,
+                              databaseURL: databaseURL)
+        guard let backend = waitingBackend else {
+            server.kill()
+            throw Failure(description: "the debit never waited on the lock")
+        }
+        return (held, backend)
+    }
 
-        #expect(waitFor(seconds: 30) { answer.withLock { $0 } != nil })
-        let unknown = try #require(answer.withLock { $0 })
+    /// The deadline passes while the statement waits in the database: it
+    /// was sent, so it may yet commit. 503 `outcome_unknown`; the retry
+    /// applies it once (it had not committed), and the next one replays.
+    @Test func aWriteWhoseDeadlinePassesAfterSendingIsOutcomeUnknownAndItsRetryApplies() throws {
+        let (held, _) = try Self.debitWaitingOnAHeldWallet(requestTimeoutSeconds: 3)
+        defer { held.server.kill() }
+        #expect(waitFor(seconds: 30) { held.answer.withLock { $0 } != nil })
+        let unknown = try #require(held.answer.withLock { $0 })
         #expect(unknown.status == 503)
         #expect(Self.code(unknown) == "outcome_unknown")
         #expect(unknown.header("Retry-After") != nil)
 
-        try holder.execute("COMMIT")
+        try held.holder.execute("COMMIT")
         // The retry with the same key applies it (it had not committed) ...
-        let retry = try Self.debit(port: port, key: key, user: "held", idempotencyKey: "held-1")
+        let retry = try Self.debit(port: held.port, key: held.key, user: "held", idempotencyKey: "held-1")
         #expect(retry.status == 201)
         #expect(retry.header("Idempotent-Replayed") == nil)
         // ... and a second one replays it.
-        let again = try Self.debit(port: port, key: key, user: "held", idempotencyKey: "held-1")
+        let again = try Self.debit(port: held.port, key: held.key, user: "held", idempotencyKey: "held-1")
         #expect(again.status == 201)
         #expect(again.header("Idempotent-Replayed") == "true")
-        #expect(try watcher.query("SELECT balance FROM wallet.wallets WHERE user_id = 'held'")[0]
+        #expect(try held.watcher.query("SELECT balance FROM wallet.wallets WHERE user_id = 'held'")[0]
             .decode(Int64.self, at: 0) == 999_999)
-        let check = try Self.check(databaseURL: databaseURL)
+        let check = try Self.check(databaseURL: held.databaseURL)
+        #expect(check.status == 0, "\(check.output)")
+    }
+
+    /// The server ends the session while the statement waits (57P01, as
+    /// in a switchover or a fast shutdown): its error came before the
+    /// statement completed, so nothing committed, and the service runs it
+    /// again within the request's deadline. The client sees one 201.
+    @Test func aSessionTheServerEndsBeforeTheWriteRanIsRetriedWithinTheDeadline() throws {
+        let (held, backend) = try Self.debitWaitingOnAHeldWallet(requestTimeoutSeconds: 30)
+        defer { held.server.kill() }
+        try held.watcher.query("SELECT pg_terminate_backend(\(backend))")
+        // The retry waits on the lock again; the client has no answer yet.
+        #expect(TestDatabase.waitForLockWaiters(1, on: held.watcher))
+        #expect(held.answer.withLock { $0 } == nil)
+        try held.holder.execute("COMMIT")
+        #expect(waitFor(seconds: 30) { held.answer.withLock { $0 } != nil })
+        let answer = try #require(held.answer.withLock { $0 })
+        #expect(answer.status == 201)
+        #expect(answer.header("Idempotent-Replayed") == nil)
+        #expect(try held.watcher.query("SELECT balance FROM wallet.wallets WHERE user_id = 'held'")[0]
+            .decode(Int64.self, at: 0) == 999_999)
+        let metrics = try Self.get(port: held.port, path: "/metrics")
+        #expect(String(decoding: metrics.body, as: UTF8.self).contains(#"wallet_db_errors_total{kind="unavailable"}"#))
+        let check = try Self.check(databaseURL: held.databaseURL)
         #expect(check.status == 0, "\(check.output)")
     }
 

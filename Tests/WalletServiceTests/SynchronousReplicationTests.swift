@@ -114,6 +114,43 @@ struct SynchronousReplicationTests {
         #expect(check.status == 0, "\(check.output)")
     }
 
+    /// A service that reaches a standby (a pooler or an address still
+    /// pointing at a demoted primary) answers reads there, but it is not
+    /// ready: no primary is reachable through it.
+    @Test func aServiceOnAStandbyIsNotReady() throws {
+        let (primary, standby, admin) = try Self.primaryAndStandby("readyz")
+        defer {
+            admin.close()
+            TestCluster.destroy(standby)
+            TestCluster.destroy(primary)
+        }
+        let databaseURL = try ChaosRun.migratedWalletDatabase(on: primary)
+        let standbyURL = standby.conninfo(database: "wallet")
+        func serve(_ url: String) throws -> (ServerProcess, UInt16) {
+            let server = try ServerProcess(binary: CommandLineTests.walletBinary, environment: ChaosRun.walletEnvironment([
+                "WALLET_DATABASE_URL": url, "WALLET_LISTEN": "127.0.0.1:0", "WALLET_CREDIT_VERIFICATION": "caller",
+            ]), arguments: ["serve", "--no-migrate"])
+            return (server, try server.waitForPort())
+        }
+        let (onPrimary, primaryPort) = try serve(databaseURL)
+        defer { onPrimary.kill() }
+        let (onStandby, standbyPort) = try serve(standbyURL)
+        defer { onStandby.kill() }
+        #expect(waitFor(seconds: 30) { (try? StallTests.get(port: primaryPort, path: "/readyz"))?.status == 200 })
+        // The standby has the schema (its reads work), and stays not ready.
+        let replica = try Connection(options: .init(conninfo: standbyURL))
+        defer { replica.close() }
+        #expect(waitFor(seconds: 30) {
+            (try? replica.query("SELECT to_regclass('wallet.entries') IS NOT NULL")[0].decode(Bool.self, at: 0)) == true
+        })
+        for _ in 0..<3 {
+            let answer = try StallTests.get(port: standbyPort, path: "/readyz")
+            #expect(answer.status == 503)
+            #expect(StallTests.code(answer) == "database_unavailable")
+            Thread.sleep(forTimeInterval: 0.3)
+        }
+    }
+
     /// On one connection: COMMIT of an explicit transaction, and a single
     /// statement carrying its own settings, each with the wait cancelled,
     /// throw `.unconfirmedCommit` instead of returning.
