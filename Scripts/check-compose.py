@@ -1,30 +1,157 @@
 #!/usr/bin/python3
-"""Checks docker-compose.yml statically (no Docker engine needed).
+"""Checks a compose file statically (no Docker engine needed).
 
 Run: /usr/bin/python3 Scripts/check-compose.py [docker-compose.yml]
+     /usr/bin/python3 Scripts/check-compose.py --ha deploy/ha/docker-compose.yml
 
-It must be valid YAML with the postgres and wallet services, and the wallet's
-environment must pass the start-up rules `wallet serve` applies to App Store
-settings, so a user who only fills in the placeholders gets a service that
-starts and applies Production refunds.
+The root file must be valid YAML with the postgres and wallet services, and
+the wallet's environment must pass the start-up rules `wallet serve` applies
+to App Store settings, so a user who only fills in the placeholders gets a
+service that starts and applies Production refunds.
+
+With --ha, the high-availability file must be valid YAML with the services
+etcd, haproxy and pgbouncer, at least two Patroni nodes (services whose
+command runs `patroni`) and at least two service instances (services named
+wallet…). Each instance must reach the database through pgbouncer, have a
+session URL to haproxy's primary port and prepared statements off, and pass
+the App Store rules above. Every file mounted from the repository must exist,
+and each Patroni node's configuration must turn on synchronous_mode and set
+primary_start_timeout to 0.
 """
+import os
+import shlex
 import sys
+from urllib.parse import urlsplit
 
 import yaml
 
-path = sys.argv[1] if len(sys.argv) > 1 else "docker-compose.yml"
+
+def fail(path, message):
+    sys.exit(f"{path}: {message}")
+
+
+def check_app_store(path, name, environment):
+    """The start-up rules `wallet serve` applies to the App Store settings."""
+    modes = {m.strip() for m in str(environment.get("WALLET_CREDIT_VERIFICATION", "appstore-jws")).split(",")}
+    environments = {e.strip() for e in str(environment.get("WALLET_APPLE_ENVIRONMENTS", "Production")).split(",")}
+    if modes & {"appstore-jws", "appstore-receipt"}:
+        if not environment.get("WALLET_APPLE_BUNDLE_ID"):
+            fail(path, f"{name}: an App Store mode needs WALLET_APPLE_BUNDLE_ID")
+        if "Production" in environments and not environment.get("WALLET_APPLE_APP_APPLE_ID"):
+            fail(path, f"{name}: Production needs WALLET_APPLE_APP_APPLE_ID, or every Production refund is refused")
+
+
+def check_root(path, compose):
+    services = compose.get("services", {})
+    missing = {"postgres", "wallet"} - set(services)
+    if missing:
+        fail(path, f"missing services {sorted(missing)}")
+    environment = services["wallet"].get("environment", {})
+    check_app_store(path, "wallet", environment)
+    print(f"{path}: valid YAML with services {sorted(services)}; App Store settings complete")
+
+
+def command_words(service):
+    command = service.get("command") or []
+    if isinstance(command, str):
+        command = shlex.split(command)
+    # `sh -c "…"`: the script's words count too.
+    return [word for part in command for word in shlex.split(part)]
+
+
+def bind_mounts(service):
+    """(source, target) of each mount whose source is a path on the host."""
+    mounts = []
+    for volume in service.get("volumes", []):
+        if isinstance(volume, dict):
+            if volume.get("type") == "bind":
+                mounts.append((volume["source"], volume["target"]))
+            continue
+        source, _, rest = str(volume).partition(":")
+        if source.startswith((".", "/", "~")):
+            mounts.append((source, rest.split(":")[0]))
+    return mounts
+
+
+def check_patroni_config(path, name, config_path, shown):
+    with open(config_path) as file:
+        config = yaml.safe_load(file)
+    dcs = (config.get("bootstrap") or {}).get("dcs") or {}
+    if dcs.get("synchronous_mode") is not True:
+        fail(path, f"{name}: {shown} must set bootstrap.dcs.synchronous_mode: true")
+    timeout = dcs.get("primary_start_timeout")
+    # bool is an int in Python; `false` is not a timeout.
+    if type(timeout) is not int or timeout != 0:
+        fail(path, f"{name}: {shown} must set bootstrap.dcs.primary_start_timeout: 0 "
+                   "(the default, 300, restarts a crashed primary in place instead of failing over)")
+
+
+def check_url(path, name, variable, url, host, port):
+    parts = urlsplit(str(url))
+    if parts.scheme not in ("postgres", "postgresql") or parts.hostname != host or parts.port != port:
+        fail(path, f"{name}: {variable} must point at {host}:{port}, not {url!r}")
+
+
+def check_ha(path, compose):
+    services = compose.get("services", {})
+    base = os.path.dirname(os.path.abspath(path))
+    missing = {"etcd", "haproxy", "pgbouncer"} - set(services)
+    if missing:
+        fail(path, f"missing services {sorted(missing)}")
+
+    for name, service in services.items():
+        for source, _ in bind_mounts(service):
+            if not os.path.exists(os.path.join(base, os.path.expanduser(source))):
+                fail(path, f"{name}: mounts {source}, which does not exist")
+        build = service.get("build")
+        if build is not None:
+            context = build if isinstance(build, str) else build.get("context", ".")
+            dockerfile = "Dockerfile" if isinstance(build, str) else build.get("dockerfile", "Dockerfile")
+            if not os.path.isfile(os.path.join(base, context, dockerfile)):
+                fail(path, f"{name}: builds from {os.path.join(context, dockerfile)}, which does not exist")
+
+    nodes = [name for name, service in services.items() if "patroni" in command_words(service)]
+    if len(nodes) < 2:
+        fail(path, f"needs at least two Patroni nodes, has {nodes}")
+    for name in nodes:
+        service = services[name]
+        # The mounted file its command names (read directly or rendered).
+        words = command_words(service)
+        configs = [(source, target) for source, target in bind_mounts(service)
+                   if target in words and source.endswith((".yml", ".yaml"))]
+        if not configs:
+            fail(path, f"{name}: mounts no Patroni configuration that its command reads")
+        for source, _ in configs:
+            check_patroni_config(path, name, os.path.join(base, source), source)
+
+    instances = [name for name in services if name.startswith("wallet")]
+    if len(instances) < 2:
+        fail(path, f"needs at least two wallet instances, has {instances}")
+    for name in instances:
+        environment = services[name].get("environment") or {}
+        for variable in ("WALLET_DATABASE_URL", "WALLET_DATABASE_SESSION_URL", "WALLET_DATABASE_PREPARED_STATEMENTS"):
+            if variable not in environment:
+                fail(path, f"{name}: {variable} is not set")
+        check_url(path, name, "WALLET_DATABASE_URL", environment["WALLET_DATABASE_URL"], "pgbouncer", 6432)
+        check_url(path, name, "WALLET_DATABASE_SESSION_URL", environment["WALLET_DATABASE_SESSION_URL"], "haproxy", 5000)
+        # A string: compose refuses a YAML boolean in an environment map.
+        if environment["WALLET_DATABASE_PREPARED_STATEMENTS"] != "false":
+            fail(path, f'{name}: WALLET_DATABASE_PREPARED_STATEMENTS must be "false" (PgBouncer pools transactions)')
+        check_app_store(path, name, environment)
+
+    print(f"{path}: valid YAML with services {sorted(services)}; Patroni nodes {nodes} synchronous with "
+          f"primary_start_timeout 0; instances {instances} through pgbouncer; mounted files present")
+
+
+arguments = sys.argv[1:]
+high_availability = "--ha" in arguments
+arguments = [a for a in arguments if a != "--ha"]
+path = arguments[0] if arguments else ("deploy/ha/docker-compose.yml" if high_availability else "docker-compose.yml")
 with open(path) as file:
     compose = yaml.safe_load(file)
-services = compose.get("services", {})
-missing = {"postgres", "wallet"} - set(services)
-if missing:
-    sys.exit(f"{path}: missing services {sorted(missing)}")
-environment = services["wallet"].get("environment", {})
-modes = {m.strip() for m in str(environment.get("WALLET_CREDIT_VERIFICATION", "appstore-jws")).split(",")}
-environments = {e.strip() for e in str(environment.get("WALLET_APPLE_ENVIRONMENTS", "Production")).split(",")}
-if modes & {"appstore-jws", "appstore-receipt"}:
-    if not environment.get("WALLET_APPLE_BUNDLE_ID"):
-        sys.exit(f"{path}: an App Store mode needs WALLET_APPLE_BUNDLE_ID")
-    if "Production" in environments and not environment.get("WALLET_APPLE_APP_APPLE_ID"):
-        sys.exit(f"{path}: Production needs WALLET_APPLE_APP_APPLE_ID, or every Production refund is refused")
-print(f"{path}: valid YAML with services {sorted(services)}; App Store settings complete")
+if not isinstance(compose, dict):
+    fail(path, "not a YAML mapping")
+if high_availability:
+    check_ha(path, compose)
+else:
+    check_root(path, compose)
