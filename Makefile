@@ -8,6 +8,9 @@ APT_PACKAGES := pkg-config libpq-dev libmicrohttpd-dev libssl-dev \
 	postgresql-15 postgresql-client-15 python3-yaml python3-venv
 # The benchmark's load generator.
 BENCH_APT_PACKAGES := wrk
+# The high-availability layout (deploy/ha/): its bounded drill is part of
+# `make test`.
+HA_APT_PACKAGES := patroni etcd-server haproxy pgbouncer iproute2
 
 # Installs the Debian packages named in $(1) that are missing: with apt-get
 # when root, otherwise it prints the command to run.
@@ -26,16 +29,18 @@ define install_packages
 	fi
 endef
 
-.PHONY: deps build test run chaos bench tsan
+.PHONY: deps build test run chaos bench tsan failover
 deps:
-	$(call install_packages,$(APT_PACKAGES))
+	$(call install_packages,$(APT_PACKAGES) $(HA_APT_PACKAGES))
 
 build: deps
 	$(SWIFT) build $(SWIFT_FLAGS)
 
 # Every suite (a throwaway PostgreSQL is started by the tests; the chaos
 # test runs in its bounded form), then the API fuzzer against the built
-# service, then the compose file's rules and the target graph's levels.
+# service, then one switchover of the high-availability layout under load
+# (the failover drill's bounded form), then the compose files' rules and
+# the target graph's levels.
 test: deps
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	@# One test at a time: many tests block a thread on sockets and child
@@ -44,7 +49,9 @@ test: deps
 	@# and fail its own time limit. Each limit now times only its own test.
 	$(SWIFT) test --skip-build --no-parallel
 	Scripts/api-fuzz.sh .build/debug/wallet
+	deploy/ha/drill.py --wallet .build/debug/wallet --switchover --rounds 1 --clients 4 --pace-ms 100
 	/usr/bin/python3 Scripts/check-compose.py docker-compose.yml
+	/usr/bin/python3 Scripts/check-compose.py --ha deploy/ha/docker-compose.yml
 	$(SWIFT) package dump-package | /usr/bin/python3 Scripts/check-layers.py
 
 # The suites that exercise threads, built and run under the thread
@@ -82,3 +89,12 @@ chaos: deps
 bench: deps
 	$(call install_packages,$(BENCH_APT_PACKAGES))
 	SWIFT=$(SWIFT) bench/run.sh
+
+# The failover drill: the high-availability layout on loopback, two service
+# instances through PgBouncer and HAProxy under retrying clients, and the
+# primary killed WALLET_FAILOVER_ROUNDS times (5), by kill -9 of its
+# postmaster and by stopping its Patroni in turn; then every acknowledged
+# operation is looked for in the new primary (see deploy/ha/README.md).
+failover: deps
+	$(SWIFT) build -c release --product wallet $(SWIFT_FLAGS)
+	deploy/ha/drill.py --wallet .build/release/wallet --rounds $${WALLET_FAILOVER_ROUNDS:-5}
