@@ -40,114 +40,113 @@ struct SynchronousReplicationTests {
         return cancelled
     }
 
-    static func primaryAndStandby(_ name: String) throws -> (primary: LocalCluster, standby: LocalCluster, admin: Connection) {
+    /// A running primary that waits for a synchronous standby, that
+    /// standby, and a superuser connection to the primary, for `body`;
+    /// all gone afterwards.
+    static func withPrimaryAndStandby<T>(_ name: String,
+                                         _ body: (LocalCluster, LocalCluster, Connection) throws -> T) throws -> T {
         let primary = try TestCluster.start(name: "\(name)-primary", settings: ["synchronous_standby_names": "'*'"])
+        defer { TestCluster.destroy(primary) }
         let standby = try TestCluster.startStandby(of: primary, name: "\(name)-standby")
+        defer { TestCluster.destroy(standby) }
         let admin = try Connection(options: .init(conninfo: primary.conninfo()))
+        defer { admin.close() }
         guard waitForSynchronousStandby(admin) else { throw Failure(description: "the standby never became synchronous") }
-        return (primary, standby, admin)
+        return try body(primary, standby, admin)
     }
 
     /// Through the service: a credit whose commit the standby never
     /// confirmed is 503 `outcome_unknown`, and the retry after the standby
     /// is back replays it, once.
     @Test func aCommitTheStandbyNeverConfirmedIsAnsweredOutcomeUnknown() throws {
-        let (primary, standby, admin) = try Self.primaryAndStandby("syncrep")
-        defer {
-            admin.close()
-            TestCluster.destroy(standby)
-            TestCluster.destroy(primary)
-        }
-        let databaseURL = try ChaosRun.migratedWalletDatabase(on: primary)
-        let key = try ChaosRun.walletCommand(["keys", "create", "--name", "shop", "--scopes", "credit"],
-                                             databaseURL: databaseURL).lastLine
-        // A request time far beyond the test's steps: the 503 must come
-        // from the warning, not from a deadline.
-        let server = try ServerProcess(binary: CommandLineTests.walletBinary, environment: ChaosRun.walletEnvironment([
-            "WALLET_DATABASE_URL": databaseURL, "WALLET_LISTEN": "127.0.0.1:0",
-            "WALLET_CREDIT_VERIFICATION": "caller", "WALLET_REQUEST_TIMEOUT_SECONDS": "120",
-        ]))
-        defer { server.kill() }
-        let port = try server.waitForPort()
-        guard waitFor(seconds: 30, { (try? StallTests.get(port: port, path: "/readyz"))?.status == 200 }) else {
-            throw Failure(description: "wallet serve was not ready: \(server.output)")
-        }
-        @Sendable func credit(_ flowNo: String) throws -> HTTPTestResponse {
-            try TestService.request(port: port, "POST", "/v1/credits", key: key,
-                                    json: #"{"user_id":"sync-user","flow_no":"\#(flowNo)","product_id":"guodong600"}"#,
-                                    timeoutSeconds: 150)
-        }
-        let before = try credit("sync-before")
-        #expect(before.status == 201, "\(String(decoding: before.body, as: UTF8.self))")
+        try Self.withPrimaryAndStandby("syncrep") { primary, standby, admin in
+            let databaseURL = try ChaosRun.migratedWalletDatabase(on: primary)
+            let key = try ChaosRun.walletCommand(["keys", "create", "--name", "shop", "--scopes", "credit"],
+                                                 databaseURL: databaseURL).lastLine
+            // A request time far beyond the test's steps: the 503 must come
+            // from the warning, not from a deadline.
+            let server = try ServerProcess(binary: CommandLineTests.walletBinary, environment: ChaosRun.walletEnvironment([
+                "WALLET_DATABASE_URL": databaseURL, "WALLET_LISTEN": "127.0.0.1:0",
+                "WALLET_CREDIT_VERIFICATION": "caller", "WALLET_REQUEST_TIMEOUT_SECONDS": "120",
+            ]))
+            defer { server.kill() }
+            let port = try server.waitForPort()
+            guard waitFor(seconds: 30, { (try? StallTests.get(port: port, path: "/readyz"))?.status == 200 }) else {
+                throw Failure(description: "wallet serve was not ready: \(server.output)")
+            }
+            @Sendable func credit(_ flowNo: String) throws -> HTTPTestResponse {
+                try TestService.request(port: port, "POST", "/v1/credits", key: key,
+                                        json: #"{"user_id":"sync-user","flow_no":"\#(flowNo)","product_id":"guodong600"}"#,
+                                        timeoutSeconds: 150)
+            }
+            let before = try credit("sync-before")
+            #expect(before.status == 201, "\(String(decoding: before.body, as: UTF8.self))")
 
-        try standby.stop(mode: .fast)
-        let answer = Locked<Result<HTTPTestResponse, any Error>?>(nil)
-        let thread = Thread { answer.withLock { $0 = Result { try credit("sync-lost") } } }
-        thread.start()
-        #expect(try Self.cancelTheWaitForTheStandby(admin, database: "wallet"))
-        #expect(waitFor(seconds: 60) { answer.withLock { $0 != nil } })
-        let response = try #require(answer.withLock { $0 }).get()
-        #expect(response.status == 503)
-        #expect(StallTests.code(response) == "outcome_unknown")
-        #expect(response.header("Retry-After") != nil)
+            try standby.stop(mode: .fast)
+            let answer = Locked<Result<HTTPTestResponse, any Error>?>(nil)
+            let thread = Thread { answer.withLock { $0 = Result { try credit("sync-lost") } } }
+            thread.start()
+            #expect(try Self.cancelTheWaitForTheStandby(admin, database: "wallet"))
+            #expect(waitFor(seconds: 60) { answer.withLock { $0 != nil } })
+            let response = try #require(answer.withLock { $0 }).get()
+            #expect(response.status == 503)
+            #expect(StallTests.code(response) == "outcome_unknown")
+            #expect(response.header("Retry-After") != nil)
 
-        // The row is on the primary: this is the acknowledgement a
-        // failover would have taken back.
-        let wallet = try Connection(options: .init(conninfo: databaseURL))
-        defer { wallet.close() }
-        #expect(try wallet.query("SELECT count(*) FROM wallet.credits WHERE flow_no = 'sync-lost'")[0]
-            .decode(Int.self, at: 0) == 1)
-        let metrics = try StallTests.get(port: port, path: "/metrics")
-        #expect(String(decoding: metrics.body, as: UTF8.self).contains(#"wallet_db_errors_total{kind="unconfirmed_commit"} 1"#))
+            // The row is on the primary: this is the acknowledgement a
+            // failover would have taken back.
+            let wallet = try Connection(options: .init(conninfo: databaseURL))
+            defer { wallet.close() }
+            #expect(try wallet.query("SELECT count(*) FROM wallet.credits WHERE flow_no = 'sync-lost'")[0]
+                .decode(Int.self, at: 0) == 1)
+            let metrics = try StallTests.get(port: port, path: "/metrics")
+            #expect(String(decoding: metrics.body, as: UTF8.self).contains(#"wallet_db_errors_total{kind="unconfirmed_commit"} 1"#))
 
-        // With the standby back, the client's retry finds the credit and
-        // answers it as a replay; the ledger holds it once.
-        try standby.start()
-        #expect(Self.waitForSynchronousStandby(admin))
-        let retry = try credit("sync-lost")
-        #expect(retry.status == 200)
-        #expect(try wallet.query("SELECT balance FROM wallet.wallets WHERE user_id = 'sync-user'")[0]
-            .decode(Int.self, at: 0) == 1_200)
-        #expect(try wallet.query("SELECT count(*) FROM wallet.credits WHERE flow_no = 'sync-lost'")[0]
-            .decode(Int.self, at: 0) == 1)
-        let check = try StallTests.check(databaseURL: databaseURL)
-        #expect(check.status == 0, "\(check.output)")
+            // With the standby back, the client's retry finds the credit and
+            // answers it as a replay; the ledger holds it once.
+            try standby.start()
+            #expect(Self.waitForSynchronousStandby(admin))
+            let retry = try credit("sync-lost")
+            #expect(retry.status == 200)
+            #expect(try wallet.query("SELECT balance FROM wallet.wallets WHERE user_id = 'sync-user'")[0]
+                .decode(Int.self, at: 0) == 1_200)
+            #expect(try wallet.query("SELECT count(*) FROM wallet.credits WHERE flow_no = 'sync-lost'")[0]
+                .decode(Int.self, at: 0) == 1)
+            let check = try StallTests.check(databaseURL: databaseURL)
+            #expect(check.status == 0, "\(check.output)")
+        }
     }
 
     /// A service that reaches a standby (a pooler or an address still
     /// pointing at a demoted primary) answers reads there, but it is not
     /// ready: no primary is reachable through it.
     @Test func aServiceOnAStandbyIsNotReady() throws {
-        let (primary, standby, admin) = try Self.primaryAndStandby("readyz")
-        defer {
-            admin.close()
-            TestCluster.destroy(standby)
-            TestCluster.destroy(primary)
-        }
-        let databaseURL = try ChaosRun.migratedWalletDatabase(on: primary)
-        let standbyURL = standby.conninfo(database: "wallet")
-        func serve(_ url: String) throws -> (ServerProcess, UInt16) {
-            let server = try ServerProcess(binary: CommandLineTests.walletBinary, environment: ChaosRun.walletEnvironment([
-                "WALLET_DATABASE_URL": url, "WALLET_LISTEN": "127.0.0.1:0", "WALLET_CREDIT_VERIFICATION": "caller",
-            ]), arguments: ["serve", "--no-migrate"])
-            return (server, try server.waitForPort())
-        }
-        let (onPrimary, primaryPort) = try serve(databaseURL)
-        defer { onPrimary.kill() }
-        let (onStandby, standbyPort) = try serve(standbyURL)
-        defer { onStandby.kill() }
-        #expect(waitFor(seconds: 30) { (try? StallTests.get(port: primaryPort, path: "/readyz"))?.status == 200 })
-        // The standby has the schema (its reads work), and stays not ready.
-        let replica = try Connection(options: .init(conninfo: standbyURL))
-        defer { replica.close() }
-        #expect(waitFor(seconds: 30) {
-            (try? replica.query("SELECT to_regclass('wallet.entries') IS NOT NULL")[0].decode(Bool.self, at: 0)) == true
-        })
-        for _ in 0..<3 {
-            let answer = try StallTests.get(port: standbyPort, path: "/readyz")
-            #expect(answer.status == 503)
-            #expect(StallTests.code(answer) == "database_unavailable")
-            Thread.sleep(forTimeInterval: 0.3)
+        try Self.withPrimaryAndStandby("readyz") { primary, standby, admin in
+            let databaseURL = try ChaosRun.migratedWalletDatabase(on: primary)
+            let standbyURL = standby.conninfo(database: "wallet")
+            func serve(_ url: String) throws -> (ServerProcess, UInt16) {
+                let server = try ServerProcess(binary: CommandLineTests.walletBinary, environment: ChaosRun.walletEnvironment([
+                    "WALLET_DATABASE_URL": url, "WALLET_LISTEN": "127.0.0.1:0", "WALLET_CREDIT_VERIFICATION": "caller",
+                ]), arguments: ["serve", "--no-migrate"])
+                return (server, try server.waitForPort())
+            }
+            let (onPrimary, primaryPort) = try serve(databaseURL)
+            defer { onPrimary.kill() }
+            let (onStandby, standbyPort) = try serve(standbyURL)
+            defer { onStandby.kill() }
+            #expect(waitFor(seconds: 30) { (try? StallTests.get(port: primaryPort, path: "/readyz"))?.status == 200 })
+            // The standby has the schema (its reads work), and stays not ready.
+            let replica = try Connection(options: .init(conninfo: standbyURL))
+            defer { replica.close() }
+            #expect(waitFor(seconds: 30) {
+                (try? replica.query("SELECT to_regclass('wallet.entries') IS NOT NULL")[0].decode(Bool.self, at: 0)) == true
+            })
+            for _ in 0..<3 {
+                let answer = try StallTests.get(port: standbyPort, path: "/readyz")
+                #expect(answer.status == 503)
+                #expect(StallTests.code(answer) == "database_unavailable")
+                Thread.sleep(forTimeInterval: 0.3)
+            }
         }
     }
 
@@ -155,47 +154,43 @@ struct SynchronousReplicationTests {
     /// statement carrying its own settings, each with the wait cancelled,
     /// throw `.unconfirmedCommit` instead of returning.
     @Test func theConnectionReportsAnUnconfirmedCommitAsAnError() throws {
-        let (primary, standby, admin) = try Self.primaryAndStandby("syncconn")
-        defer {
-            admin.close()
-            TestCluster.destroy(standby)
-            TestCluster.destroy(primary)
-        }
-        try admin.execute("CREATE TABLE sync_rows (id INT PRIMARY KEY)")
-        try standby.stop(mode: .fast)
-        let writer = try Connection(options: .init(conninfo: primary.conninfo()))
-        defer { writer.close() }
+        try Self.withPrimaryAndStandby("syncconn") { primary, standby, admin in
+            try admin.execute("CREATE TABLE sync_rows (id INT PRIMARY KEY)")
+            try standby.stop(mode: .fast)
+            let writer = try Connection(options: .init(conninfo: primary.conninfo()))
+            defer { writer.close() }
 
-        let outcome = Locked<[String]>([])
-        func attempt(_ name: String, _ body: @escaping @Sendable () throws -> Void) {
-            let done = Locked<Bool>(false)
-            let thread = Thread {
-                do {
-                    try body()
-                    outcome.withLock { $0.append("\(name): returned") }
-                } catch let error as PostgresError {
-                    outcome.withLock { $0.append("\(name): \(error.kind == .unconfirmedCommit ? "unconfirmed" : "\(error)") sent=\(error.sent)") }
-                } catch {
-                    outcome.withLock { $0.append("\(name): \(error)") }
+            let outcome = Locked<[String]>([])
+            func attempt(_ name: String, _ body: @escaping @Sendable () throws -> Void) {
+                let done = Locked<Bool>(false)
+                let thread = Thread {
+                    do {
+                        try body()
+                        outcome.withLock { $0.append("\(name): returned") }
+                    } catch let error as PostgresError {
+                        outcome.withLock { $0.append("\(name): \(error.kind == .unconfirmedCommit ? "unconfirmed" : "\(error)") sent=\(error.sent)") }
+                    } catch {
+                        outcome.withLock { $0.append("\(name): \(error)") }
+                    }
+                    done.withLock { $0 = true }
                 }
-                done.withLock { $0 = true }
+                thread.start()
+                #expect((try? Self.cancelTheWaitForTheStandby(admin, database: "postgres")) == true)
+                #expect(waitFor(seconds: 30) { done.withLock { $0 } })
             }
-            thread.start()
-            #expect((try? Self.cancelTheWaitForTheStandby(admin, database: "postgres")) == true)
-            #expect(waitFor(seconds: 30) { done.withLock { $0 } })
+            let connection = UncheckedBox(writer)
+            attempt("commit") {
+                try connection.value.begin()
+                try connection.value.execute("INSERT INTO sync_rows VALUES (1)")
+                try connection.value.execute("COMMIT")
+            }
+            attempt("single") {
+                _ = try connection.value.withLocalSettings { try $0.query("INSERT INTO sync_rows VALUES (2)") }
+            }
+            #expect(outcome.withLock { $0 } == ["commit: unconfirmed sent=true", "single: unconfirmed sent=true"])
+            // Both committed on the primary; the connection is still usable.
+            #expect(try writer.query("SELECT count(*) FROM sync_rows")[0].decode(Int.self, at: 0) == 2)
         }
-        let connection = UncheckedBox(writer)
-        attempt("commit") {
-            try connection.value.begin()
-            try connection.value.execute("INSERT INTO sync_rows VALUES (1)")
-            try connection.value.execute("COMMIT")
-        }
-        attempt("single") {
-            _ = try connection.value.withLocalSettings { try $0.query("INSERT INTO sync_rows VALUES (2)") }
-        }
-        #expect(outcome.withLock { $0 } == ["commit: unconfirmed sent=true", "single: unconfirmed sent=true"])
-        // Both committed on the primary; the connection is still usable.
-        #expect(try writer.query("SELECT count(*) FROM sync_rows")[0].decode(Int.self, at: 0) == 2)
     }
 }
 
