@@ -11,6 +11,8 @@ BENCH_APT_PACKAGES := wrk
 # The high-availability layout (deploy/ha/): its bounded drill is part of
 # `make test`.
 HA_APT_PACKAGES := patroni etcd-server haproxy pgbouncer iproute2
+# promtool, which checks and tests the alert rules in deploy/prometheus/.
+OBSERVABILITY_APT_PACKAGES := prometheus
 
 # Installs the Debian packages named in $(1) that are missing: with apt-get
 # when root, otherwise it prints the command to run.
@@ -31,7 +33,7 @@ endef
 
 .PHONY: deps build test run chaos bench tsan failover
 deps:
-	$(call install_packages,$(APT_PACKAGES) $(HA_APT_PACKAGES))
+	$(call install_packages,$(APT_PACKAGES) $(HA_APT_PACKAGES) $(OBSERVABILITY_APT_PACKAGES))
 
 build: deps
 	$(SWIFT) build $(SWIFT_FLAGS)
@@ -39,8 +41,9 @@ build: deps
 # Every suite (a throwaway PostgreSQL is started by the tests; the chaos
 # test runs in its bounded form), then the API fuzzer against the built
 # service, then one switchover of the high-availability layout under load
-# (the failover drill's bounded form), then the compose files' rules and
-# the target graph's levels.
+# (the failover drill's bounded form), then the compose files' rules, the
+# alert rules (promtool; the dashboard's metrics are checked by a suite
+# against the served /metrics) and the target graph's levels.
 test: deps
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	@# One test at a time: many tests block a thread on sockets and child
@@ -52,6 +55,8 @@ test: deps
 	deploy/ha/drill.py --wallet .build/debug/wallet --switchover --rounds 1 --clients 4 --pace-ms 100
 	/usr/bin/python3 Scripts/check-compose.py docker-compose.yml
 	/usr/bin/python3 Scripts/check-compose.py --ha deploy/ha/docker-compose.yml
+	promtool check rules deploy/prometheus/wallet-alerts.yml
+	promtool test rules deploy/prometheus/wallet-alerts.test.yml
 	$(SWIFT) package dump-package | /usr/bin/python3 Scripts/check-layers.py
 
 # The suites that exercise threads, built and run under the thread

@@ -120,7 +120,9 @@ struct NotificationProcessor: Sendable {
         do {
             // By the caller's deadline: a queue and the signature checks may
             // have used part of its time already.
-            outcome = try ledger.applyNotification(record, queueConsumption: queueConsumption, deadline: deadline)
+            let applied = try ledger.applyNotification(record, queueConsumption: queueConsumption, deadline: deadline)
+            outcome = applied.outcome
+            metrics.countCoins(.refunded, applied.refundedCoins)
         } catch {
             metrics.countNotification(failure: .error)
             throw error

@@ -96,6 +96,7 @@ public final class Application: Sendable {
             consumption = nil
         }
 
+        metrics.seed(routes: router.routes)
         let metrics = metrics
         server = Server(
             configuration: .init(

@@ -85,13 +85,13 @@ extension WalletAPI {
         ledger.groupCommit.submit(.hold(hold, route: route), deadline: deadline()) { result in
             respond(responder) {
                 guard case .hold(let outcome) = try result.get() else { preconditionFailure("hold answered as another operation") }
-                return try Self.holdResponse(outcome)
+                return try holdResponse(outcome)
             }
         }
     }
 
     /// The answer for a hold operation's outcome, first sent or replayed.
-    static func holdResponse(_ result: LedgerStore.HoldResult) throws -> Response {
+    func holdResponse(_ result: LedgerStore.HoldResult) throws -> Response {
         let headers: [(name: String, value: String)] = result.replayed ? [("Idempotent-Replayed", "true")] : []
         let stored = try result.response.map { try JSONParser.parse(Array($0.utf8)) }
         func body(status: Int) throws -> Response {
@@ -115,6 +115,9 @@ extension WalletAPI {
         }
         switch result.outcome {
         case .held, .captured:
+            if result.outcome == .captured, !result.replayed {
+                metrics.countCoins(.debited, integer(stored?["hold"]?["captured_amount"]))
+            }
             return try body(status: 201)
         case .released:
             return try body(status: 200)

@@ -64,8 +64,29 @@ final class Metrics: Sendable, StoreMetrics {
         }
     }
 
+    /// Coins moved by the service (counted after COMMIT), for
+    /// `wallet_coins_total`. The operator's psql scripts move coins too; only
+    /// the ledger sees those.
+    enum CoinMovement: String, CaseIterable {
+        /// Credits of purchases (not replays).
+        case credited
+        /// Debits and captured holds (not replays).
+        case debited
+        /// Refunds applied from App Store notifications.
+        case refunded
+    }
+
+    /// `wallet_db_errors_total` kinds exported from start-up at zero; the
+    /// `sqlstate_XXXXX` and `other` kinds appear when they happen.
+    static let databaseErrorKinds = ["unavailable", "pool_timeout", "deadline", "unconfirmed_commit", "fast_fail"]
+    static let batchOperations = ["credit", "debit", "hold"]
+    /// The status classes every route's request series start with: the
+    /// ones the dashboard's rates and the 5xx alert divide.
+    static let statusClasses = ["2xx", "5xx"]
+
     private struct State: Sendable {
         var requests: [RouteKey: Histogram] = [:]
+        var coins: [String: UInt64] = [:]
         var databaseErrors: [String: UInt64] = [:]
         var batches: [String: Histogram] = [:]
         var notifications: [NotificationKey: UInt64] = [:]
@@ -92,6 +113,50 @@ final class Metrics: Sendable, StoreMetrics {
 
     private let state = Locked(State())
     private let started = Date()
+
+    /// Every series a dashboard or an alert queries exists from start-up,
+    /// at zero, so that no rule waits for a series to appear: each route
+    /// with each status class, the coin kinds, the fixed database error
+    /// kinds, the batch operations, the notification outcomes (refusals by
+    /// each reason) and the consumption outcomes.
+    init() {
+        state.withLock { state in
+            for kind in CoinMovement.allCases { state.coins[kind.rawValue] = 0 }
+            for kind in Self.databaseErrorKinds { state.databaseErrors[kind] = 0 }
+            for operation in Self.batchOperations {
+                state.batches[operation] = Histogram(bucketCount: Self.batchSizeBuckets.count)
+            }
+            for outcome in Self.notificationOutcomes { state.notifications[NotificationKey(outcome: outcome)] = 0 }
+            for reason in VerificationFailure.allCases {
+                state.notifications[NotificationKey(outcome: NotificationFailure.refused.rawValue, reason: reason.rawValue)] = 0
+            }
+            for failure in [NotificationFailure.overloaded, .error] {
+                state.notifications[NotificationKey(outcome: failure.rawValue)] = 0
+            }
+            for outcome in ConsumptionOutcome.allCases { state.consumption[outcome.rawValue] = 0 }
+        }
+    }
+
+    /// Starts each route's request series at zero in every status class.
+    func seed(routes: [(method: String, pattern: String)]) {
+        state.withLock { state in
+            for route in routes {
+                for statusClass in Self.statusClasses {
+                    let method = Self.methods.contains(route.method) ? route.method : "other"
+                    let key = RouteKey(method: method, route: route.pattern, statusClass: statusClass)
+                    if state.requests[key] == nil {
+                        state.requests[key] = Histogram(bucketCount: Self.latencyBucketsSeconds.count)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Counts coins the service moved, once its transaction committed.
+    func countCoins(_ kind: CoinMovement, _ amount: Int64) {
+        guard amount > 0 else { return }
+        state.withLock { $0.coins[kind.rawValue, default: 0] += UInt64(amount) }
+    }
 
     func observeRequest(method: String, route: String?, status: Int, durationSeconds: Double) {
         let key = RouteKey(method: Self.methods.contains(method) ? method : "other", route: route ?? "unmatched",
@@ -147,8 +212,10 @@ final class Metrics: Sendable, StoreMetrics {
         }
     }
 
-    /// The Prometheus text exposition.
-    func render(pool: Ledger.PoolStatistics?, writerQueueDepth: Int, readQueueDepth: Int = 0) -> String {
+    /// The Prometheus text exposition. `ready` is what `/readyz` would
+    /// answer now; `writerQueueDepthMax` is the writers' queue bound.
+    func render(pool: Ledger.PoolStatistics?, writerQueueDepth: Int, writerQueueFullest: Int = 0, writerQueueDepthMax: Int = 0,
+                readQueueDepth: Int = 0, ready: Bool = false) -> String {
         let snapshot = state.withLock { $0 }
         var out = ""
         out += "# HELP wallet_http_requests_total HTTP requests by route, method and status class.\n"
@@ -213,8 +280,19 @@ final class Metrics: Sendable, StoreMetrics {
         for outcome in snapshot.consumption.keys.sorted() {
             out += "wallet_appstore_consumption_total{outcome=\"\(outcome)\"} \(snapshot.consumption[outcome]!)\n"
         }
+        out += "# HELP wallet_coins_total Coins moved by the service, by kind, counted after COMMIT.\n"
+        out += "# TYPE wallet_coins_total counter\n"
+        for kind in snapshot.coins.keys.sorted() {
+            out += "wallet_coins_total{kind=\"\(kind)\"} \(snapshot.coins[kind]!)\n"
+        }
+        out += "# HELP wallet_ready 1 when the service is ready (as /readyz answers 200), else 0.\n"
+        out += "# TYPE wallet_ready gauge\nwallet_ready \(ready ? 1 : 0)\n"
         out += "# HELP wallet_writer_queue_depth Operations waiting for a database writer.\n"
         out += "# TYPE wallet_writer_queue_depth gauge\nwallet_writer_queue_depth \(writerQueueDepth)\n"
+        out += "# HELP wallet_writer_queue_depth_fullest Operations waiting in the fullest writer's queue.\n"
+        out += "# TYPE wallet_writer_queue_depth_fullest gauge\nwallet_writer_queue_depth_fullest \(writerQueueFullest)\n"
+        out += "# HELP wallet_writer_queue_depth_max The bound of one writer's queue; a write to a full one is refused as overloaded.\n"
+        out += "# TYPE wallet_writer_queue_depth_max gauge\nwallet_writer_queue_depth_max \(writerQueueDepthMax)\n"
         out += "# HELP wallet_read_queue_depth Balance reads waiting for the next batched query.\n"
         out += "# TYPE wallet_read_queue_depth gauge\nwallet_read_queue_depth \(readQueueDepth)\n"
         out += "# HELP wallet_uptime_seconds Seconds since the service started.\n"

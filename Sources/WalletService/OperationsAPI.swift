@@ -15,7 +15,9 @@ struct OperationsAPI: Sendable {
         router.add("GET", "/readyz", sync: readyz)
         router.add("GET", "/metrics", sync: { _ in
             .text(metrics.render(pool: ledger.poolStatistics, writerQueueDepth: ledger.groupCommit.queueDepth,
-                                 readQueueDepth: ledger.balanceReadQueueDepth),
+                                 writerQueueFullest: ledger.groupCommit.fullestQueueDepth,
+                                 writerQueueDepthMax: ledger.groupCommit.queueDepthMax,
+                                 readQueueDepth: ledger.balanceReadQueueDepth, ready: isReady()),
                   contentType: "text/plain; version=0.0.4; charset=utf-8")
         })
         router.add("GET", "/openapi.json", sync: { _ in
@@ -26,6 +28,12 @@ struct OperationsAPI: Sendable {
     /// Ready when the schema is in place and a database round trip succeeds
     /// now; the pool replaces dead connections, so this recovers by itself
     /// once PostgreSQL is back.
+    /// What `/readyz` answers, as a yes or no, for `wallet_ready`.
+    func isReady() -> Bool {
+        guard readiness.isSchemaReady else { return false }
+        return (try? ledger.ping()) != nil
+    }
+
     func readyz(_ request: Request) throws -> Response {
         guard readiness.isSchemaReady else { throw WalletError.databaseUnavailable }
         try ledger.ping()

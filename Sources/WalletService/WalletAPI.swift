@@ -89,6 +89,7 @@ struct WalletAPI: Sendable {
                 throw LedgerStore.StoreError.missingColumn(result.outcome.rawValue)
             }
             let replayed = result.outcome == .replayed
+            if !replayed { metrics.countCoins(.credited, credit.amount) }
             return .json(ResponseBody.credited(operation, credit, balance: balance, held: result.held ?? 0),
                          status: replayed ? 200 : 201,
                          headers: replayed ? [("Idempotent-Replayed", "true")] : [])
@@ -140,6 +141,7 @@ struct WalletAPI: Sendable {
             guard let entryID = result.entryID, let createdAt = result.createdAt, let balance = result.balance else {
                 throw LedgerStore.StoreError.missingColumn("debited")
             }
+            if !result.replayed { metrics.countCoins(.debited, operation.amount.value) }
             return .json(ResponseBody.debited(operation, entryID: entryID, createdAt: createdAt, balance: balance,
                                               held: result.held ?? 0),
                          status: 201, headers: replayHeaders)

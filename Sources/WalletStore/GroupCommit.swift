@@ -73,6 +73,7 @@ public final class GroupCommit: Sendable {
          pool: ConnectionPool, metrics: any StoreMetrics, logger: Logger) {
         precondition(writerCount > 0 && batchOperationsMax > 0)
         queues = (0..<writerCount).map { _ in WorkQueue<Item>(depthMax: queueDepthMax) }
+        self.queueDepthMax = queueDepthMax
         self.pool = pool
         self.batchOperationsMax = batchOperationsMax
         self.metrics = metrics
@@ -94,6 +95,15 @@ public final class GroupCommit: Sendable {
     public var queueDepth: Int {
         queues.reduce(0) { $0 + $1.depth }
     }
+
+    /// Operations waiting for the busiest writer: a write to a writer whose
+    /// queue holds `queueDepthMax` is refused, whatever the others hold.
+    public var fullestQueueDepth: Int {
+        queues.map(\.depth).max() ?? 0
+    }
+
+    /// The bound of one writer's queue.
+    public let queueDepthMax: Int
 
     /// Queues an operation. `completion` runs on a writer thread once the
     /// batch holding it has committed (or failed), or at once with

@@ -153,7 +153,7 @@ public final class Ledger: Sendable {
     /// Applies a verified App Store notification once, by `deadline`;
     /// returns its outcome.
     public func applyNotification(_ record: LedgerStore.NotificationRecord, queueConsumption: Bool = false,
-                                  deadline: ContinuousClock.Instant) throws -> String {
+                                  deadline: ContinuousClock.Instant) throws -> LedgerStore.NotificationApplied {
         try readBounded(pool: pool, metrics: metrics, deadline: deadline) {
             try LedgerStore.applyNotification(record, queueConsumption: queueConsumption, on: $0)
         }

@@ -325,11 +325,18 @@ extension LedgerStore {
     /// `queueConsumption`, a CONSUMPTION_REQUEST for a consumable recorded
     /// now (not a duplicate) also queues its answer to Apple, in the same
     /// statement, so the two are kept or lost together.
+    /// What applying a notification did: the SQL function's outcome, and
+    /// the coins a refund entry it wrote took back (0 for anything else).
+    public struct NotificationApplied: Sendable, Equatable {
+        public var outcome: String
+        public var refundedCoins: Int64
+    }
+
     static func applyNotification(_ record: NotificationRecord, queueConsumption: Bool,
-                                  on connection: Connection) throws -> String {
-        try connection.prepared("""
+                                  on connection: Connection) throws -> NotificationApplied {
+        let row = try connection.prepared("""
             WITH applied AS (
-                SELECT a.outcome FROM wallet.apply_appstore_notification(
+                SELECT a.outcome, a.entry_id FROM wallet.apply_appstore_notification(
                     \(record.notificationUUID), \(record.notificationType), \(record.subtype), \(record.environment),
                     to_timestamp(\(record.signedDateMilliseconds)::bigint / 1000.0), \(record.flowNo), \(record.productType),
                     \(record.revocationType), \(record.revocationPercentage)::bigint, \(record.payloadJSON)::jsonb) a
@@ -341,8 +348,17 @@ extension LedgerStore {
                   AND length(\(record.flowNo)) BETWEEN 1 AND 128 AND \(record.environment) IN ('Production', 'Sandbox')
                 ON CONFLICT (notification_uuid) DO NOTHING
             )
-            SELECT outcome FROM applied
-            """)[0].decode(String.self, at: 0)
+            SELECT outcome, entry_id FROM applied
+            """)[0]
+        let outcome = try row.decode(String.self, at: 0)
+        // The entry the function wrote is invisible to the statement that
+        // called it (one snapshot): read after it, for refunds only.
+        guard let entryID = try row.decodeIfPresent(Int64.self, at: 1) else {
+            return NotificationApplied(outcome: outcome, refundedCoins: 0)
+        }
+        let refunded = try connection.prepared(
+            "SELECT coalesce(-sum(amount), 0) FROM wallet.entries WHERE id = \(entryID) AND kind = 'refund'")
+        return NotificationApplied(outcome: outcome, refundedCoins: try refunded[0].decode(Int64.self, at: 0))
     }
 }
 

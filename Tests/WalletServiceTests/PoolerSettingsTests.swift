@@ -62,5 +62,7 @@ struct PoolerSettingsTests {
             (try? connection.query("SELECT to_regclass('wallet.entries') IS NOT NULL")[0].decode(Bool.self, at: 0)) == true
         })
         #expect(try StallTests.get(port: port, path: "/readyz").status == 503)
+        let metrics = String(decoding: try StallTests.get(port: port, path: "/metrics").body, as: UTF8.self)
+        #expect(metrics.contains("\nwallet_ready 0\n"))
     }
 }

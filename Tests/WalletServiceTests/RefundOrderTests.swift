@@ -116,6 +116,9 @@ struct RefundOrderTests {
             #expect(metrics.contains(#"wallet_appstore_notifications_total{outcome="\#(outcome)"} 1"#), "\(outcome)")
         }
         #expect(!metrics.contains(#"wallet_appstore_notifications_total{outcome="other"}"#))
+        // Only the refund moved coins back: the revocation of a credit that
+        // never happened took none.
+        #expect(metrics.contains(#"wallet_coins_total{kind="refunded"} 600"#))
     }
 
     /// The same orders through `wallet serve` as operators run it.
