@@ -241,11 +241,8 @@ final class Metrics: Sendable, StoreMetrics {
                 out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
             }
         }
-        out += "# HELP wallet_db_errors_total Database errors by kind.\n"
-        out += "# TYPE wallet_db_errors_total counter\n"
-        for kind in snapshot.databaseErrors.keys.sorted() {
-            out += "wallet_db_errors_total{kind=\"\(kind)\"} \(snapshot.databaseErrors[kind]!)\n"
-        }
+        counters(&out, name: "wallet_db_errors_total", help: "Database errors by kind.", label: "kind",
+                 values: snapshot.databaseErrors)
         out += "# HELP wallet_batch_operations Operations per group-commit batch.\n"
         out += "# TYPE wallet_batch_operations histogram\n"
         for operation in snapshot.batches.keys.sorted() {
@@ -275,16 +272,10 @@ final class Metrics: Sendable, StoreMetrics {
                       labels: "endpoint=\"\(key.endpoint.rawValue)\",status=\"\(key.status.rawValue)\"",
                       histogram: snapshot.appleRequests[key]!, bounds: Self.latencyBucketsSeconds)
         }
-        out += "# HELP wallet_appstore_consumption_total Consumption answers to Apple by outcome.\n"
-        out += "# TYPE wallet_appstore_consumption_total counter\n"
-        for outcome in snapshot.consumption.keys.sorted() {
-            out += "wallet_appstore_consumption_total{outcome=\"\(outcome)\"} \(snapshot.consumption[outcome]!)\n"
-        }
-        out += "# HELP wallet_coins_total Coins moved by the service, by kind, counted after COMMIT.\n"
-        out += "# TYPE wallet_coins_total counter\n"
-        for kind in snapshot.coins.keys.sorted() {
-            out += "wallet_coins_total{kind=\"\(kind)\"} \(snapshot.coins[kind]!)\n"
-        }
+        counters(&out, name: "wallet_appstore_consumption_total", help: "Consumption answers to Apple by outcome.",
+                 label: "outcome", values: snapshot.consumption)
+        counters(&out, name: "wallet_coins_total", help: "Coins moved by the service, by kind, counted after COMMIT.",
+                 label: "kind", values: snapshot.coins)
         out += "# HELP wallet_ready 1 when the service is ready (as /readyz answers 200), else 0.\n"
         out += "# TYPE wallet_ready gauge\nwallet_ready \(ready ? 1 : 0)\n"
         out += "# HELP wallet_writer_queue_depth Operations waiting for a database writer.\n"
@@ -302,6 +293,14 @@ final class Metrics: Sendable, StoreMetrics {
 
     private func labels(_ key: RouteKey) -> String {
         "route=\"\(escape(key.route))\",method=\"\(escape(key.method))\",status=\"\(key.statusClass)\""
+    }
+
+    /// A counter family with one label, its series in label order.
+    private func counters(_ out: inout String, name: String, help: String, label: String, values: [String: UInt64]) {
+        out += "# HELP \(name) \(help)\n# TYPE \(name) counter\n"
+        for value in values.keys.sorted() {
+            out += "\(name){\(label)=\"\(value)\"} \(values[value]!)\n"
+        }
     }
 
     private func histogram(_ out: inout String, name: String, labels: String, histogram: Histogram, bounds: [Double]) {
