@@ -25,18 +25,17 @@ struct OperationsAPI: Sendable {
         })
     }
 
-    /// Ready when the schema is in place and a database round trip succeeds
-    /// now; the pool replaces dead connections, so this recovers by itself
-    /// once PostgreSQL is back.
-    /// What `/readyz` answers, as a yes or no, for `wallet_ready`.
+    /// Ready when the schema is in place and a database that takes writes
+    /// answers a round trip now; the pool replaces dead connections, so this
+    /// recovers by itself once PostgreSQL is back. `/readyz` and
+    /// `wallet_ready` both answer from here.
     func isReady() -> Bool {
         guard readiness.isSchemaReady else { return false }
         return (try? ledger.ping()) != nil
     }
 
     func readyz(_ request: Request) throws -> Response {
-        guard readiness.isSchemaReady else { throw WalletError.databaseUnavailable }
-        try ledger.ping()
+        guard isReady() else { throw WalletError.databaseUnavailable }
         return .json(ResponseBody.status("ready"))
     }
 }

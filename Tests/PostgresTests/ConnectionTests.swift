@@ -172,10 +172,9 @@ struct ConnectionTests {
         let pid = try connection.query("SELECT pg_backend_pid()")[0].decode(Int.self, at: 0)
         let admin = try Connection(options: options)
         let outcome = Locked<PostgresError?>(nil)
-        let box = UncheckedConnection(connection)
         let thread = Thread {
             do {
-                _ = try box.connection.withLocalSettings { try $0.query("SELECT pg_sleep(30)") }
+                _ = try connection.withLocalSettings { try $0.query("SELECT pg_sleep(30)") }
             } catch let error as PostgresError {
                 outcome.withLock { $0 = error }
             } catch {}
@@ -200,10 +199,4 @@ struct ConnectionTests {
         #expect(error.kind == .connection)
         #expect(error.isUnavailable)
     }
-}
-
-/// A connection handed to one other thread while the test only waits.
-private struct UncheckedConnection: @unchecked Sendable {
-    let connection: Connection
-    init(_ connection: Connection) { self.connection = connection }
 }

@@ -178,14 +178,13 @@ struct SynchronousReplicationTests {
                 #expect((try? Self.cancelTheWaitForTheStandby(admin, database: "postgres")) == true)
                 #expect(waitFor(seconds: 30) { done.withLock { $0 } })
             }
-            let connection = UncheckedBox(writer)
             attempt("commit") {
-                try connection.value.begin()
-                try connection.value.execute("INSERT INTO sync_rows VALUES (1)")
-                try connection.value.execute("COMMIT")
+                try writer.begin()
+                try writer.execute("INSERT INTO sync_rows VALUES (1)")
+                try writer.execute("COMMIT")
             }
             attempt("single") {
-                _ = try connection.value.withLocalSettings { try $0.query("INSERT INTO sync_rows VALUES (2)") }
+                _ = try writer.withLocalSettings { try $0.query("INSERT INTO sync_rows VALUES (2)") }
             }
             #expect(outcome.withLock { $0 } == ["commit: unconfirmed sent=true", "single: unconfirmed sent=true"])
             // Both committed on the primary; the connection is still usable.
@@ -194,8 +193,3 @@ struct SynchronousReplicationTests {
     }
 }
 
-/// Hands a value the test knows is used by one thread at a time to another.
-struct UncheckedBox<Value>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
-}
