@@ -120,7 +120,7 @@ extension Problem {
 
     /// Maps any error a handler throws or fails with to its problem, in one
     /// place. `isUnexpected` marks the bare 500 whose cause only the log may see.
-    static func from(_ error: any Error) -> (problem: Problem, isUnexpected: Bool) {
+    public static func from(_ error: any Error) -> (problem: Problem, isUnexpected: Bool) {
         switch error {
         case let problem as Problem:
             return (problem, false)

@@ -98,13 +98,9 @@ struct RequestTarget {
         }
         var query: [String: String] = [:]
         if queryStart < raw.endIndex {
-            for pair in raw[(queryStart + 1)...].split(separator: UInt8(ascii: "&")) {
-                let equals = pair.firstIndex(of: UInt8(ascii: "=")) ?? pair.endIndex
-                guard let name = Self.percentDecoded(pair[..<equals], plusIsSpace: true) else { return nil }
-                let rawValue = equals < pair.endIndex ? pair[(equals + 1)...] : pair[pair.endIndex...]
-                guard let value = Self.percentDecoded(rawValue, plusIsSpace: true) else { return nil }
-                if query[name] == nil { query[name] = value }
-            }
+            // The query is encoded as a form is.
+            guard let fields = Forms.fields(Array(raw[(queryStart + 1)...])) else { return nil }
+            query = fields
         }
         self.segments = segments
         self.path = "/" + segments.joined(separator: "/")

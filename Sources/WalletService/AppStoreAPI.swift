@@ -40,6 +40,12 @@ struct AppStoreAPI: Sendable {
             signedPayload = text
         } catch {
             metrics.countNotification(failure: .refused, reason: .malformed)
+            // Kept for the console off this thread, when there is room.
+            let requestID = request.requestID
+            _ = work.submit { [notifications] in
+                notifications.recordRefusal(reason: VerificationFailure.malformed.rawValue, requestID: requestID,
+                                            deadline: .now + .seconds(1))
+            }
             responder.fail(error)
             return
         }
@@ -100,6 +106,7 @@ struct NotificationProcessor: Sendable {
         } catch {
             metrics.countNotification(failure: .refused, reason: error.reason)
             logger.warning("notification refused", ["request.id": requestID ?? "reconcile", "appstore.reason": error.reason.rawValue])
+            recordRefusal(reason: error.reason.rawValue, requestID: requestID, deadline: min(deadline, .now + .seconds(1)))
             throw WalletError.verificationFailed(reason: error.reason.rawValue, detail: error.detail)
         }
         if let readiness, !readiness.isSchemaReady {
@@ -135,5 +142,18 @@ struct NotificationProcessor: Sendable {
                                               "appstore.outcome": outcome])
         return Processed(notificationUUID: payload.notificationUUID, notificationType: payload.notificationType,
                          outcome: outcome)
+    }
+
+    /// Keeps a refusal's reason for the console (the newest 10,000 are
+    /// kept). Best effort and bounded: the refusal's answer does not wait
+    /// on more than `deadline`, and a database that cannot take it is logged.
+    func recordRefusal(reason: String, requestID: String?, deadline: ContinuousClock.Instant) {
+        guard readiness?.isSchemaReady ?? true else { return }
+        do {
+            try ledger.recordRefusedNotification(reason: reason, requestID: requestID, deadline: deadline)
+        } catch {
+            logger.warning("refused notification not recorded", ["request.id": requestID ?? "reconcile",
+                                                                 "error": String(reflecting: error)])
+        }
     }
 }

@@ -24,6 +24,8 @@ public final class Application: Sendable {
     let router: Router
     let blockingWork: BlockingWork
     let notificationWork: BlockingWork
+    /// The support console's page reads, when the console is on.
+    let consoleWork: BlockingWork?
     /// The App Store Server API, when its credentials are set.
     let serverAPI: ServerAPIClient?
     /// Notification-history sweeps, when the API is set up and the interval is not 0.
@@ -96,6 +98,14 @@ public final class Application: Sendable {
             consumption = nil
         }
 
+        if configuration.adminConsole {
+            consoleWork = BlockingWork(threads: 2, queueDepthMax: 64, name: "wallet-console")
+            AdminConsole(ledger: ledger, readiness: readiness, work: consoleWork!, configuration: configuration,
+                         logger: logger).register(on: router)
+        } else {
+            consoleWork = nil
+        }
+
         metrics.seed(routes: router.routes)
         let metrics = metrics
         server = Server(
@@ -142,6 +152,7 @@ public final class Application: Sendable {
         server.shutdown()
         blockingWork.stop(timeoutSeconds: 10)
         notificationWork.stop(timeoutSeconds: 10)
+        consoleWork?.stop(timeoutSeconds: 10)
         reconcile?.stop()
         consumption?.stop()
         holdSweeper.stop()

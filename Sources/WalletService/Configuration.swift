@@ -47,6 +47,10 @@ public struct Configuration: Sendable {
     /// users about a second (the batch, then the operation alone).
     public var lockTimeoutMilliseconds = 500
 
+    /// The support console at /admin, and how long its sessions last.
+    public var adminConsole = true
+    public var adminSessionMinutes = 60
+
     /// Group commit: database writers, and the most operations in one batch.
     public var writers = 2
     public var batchOperationsMax = 256
@@ -129,12 +133,8 @@ public struct Configuration: Sendable {
             throw ConfigurationError(variable: "WALLET_DATABASE_SESSION_URL",
                                      message: "needs WALLET_DATABASE_URL (the embedded database has no pooler to go past)")
         }
-        if let prepared = reader.string("WALLET_DATABASE_PREPARED_STATEMENTS") {
-            guard let value = ["true": true, "false": false][prepared] else {
-                throw ConfigurationError(variable: "WALLET_DATABASE_PREPARED_STATEMENTS", message: "must be true or false")
-            }
-            configuration.databasePreparedStatements = value
-        }
+        configuration.databasePreparedStatements = try reader.exactBoolean("WALLET_DATABASE_PREPARED_STATEMENTS")
+            ?? configuration.databasePreparedStatements
         if let listen = reader.string("WALLET_LISTEN", flag: "listen") {
             configuration.listen = try parseListen(listen, variable: reader.lastName)
         }
@@ -170,6 +170,9 @@ public struct Configuration: Sendable {
             ?? configuration.requestTimeoutSeconds
         configuration.lockTimeoutMilliseconds = try reader.integer("WALLET_LOCK_TIMEOUT_MILLISECONDS", in: 1...60_000)
             ?? configuration.lockTimeoutMilliseconds
+        configuration.adminConsole = try reader.exactBoolean("WALLET_ADMIN_CONSOLE") ?? configuration.adminConsole
+        configuration.adminSessionMinutes = try reader.integer("WALLET_ADMIN_SESSION_MINUTES", in: 1...10_080)
+            ?? configuration.adminSessionMinutes
         configuration.writers = try reader.integer("WALLET_WRITERS", in: 1...64) ?? configuration.writers
         configuration.batchOperationsMax = try reader.integer("WALLET_BATCH_MAX", in: 1...4_096) ?? configuration.batchOperationsMax
 
@@ -347,6 +350,15 @@ public struct Configuration: Sendable {
             case "false", "0", "no": return false
             default: throw ConfigurationError(variable: name, message: "must be true or false")
             }
+        }
+
+        /// `true` or `false`, exactly.
+        mutating func exactBoolean(_ name: String) throws(ConfigurationError) -> Bool? {
+            guard let text = string(name) else { return nil }
+            guard let value = ["true": true, "false": false][text] else {
+                throw ConfigurationError(variable: name, message: "must be true or false")
+            }
+            return value
         }
 
         mutating func list(_ name: String) -> [String]? {

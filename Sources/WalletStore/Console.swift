@@ -1,0 +1,504 @@
+import Crypto
+import Foundation
+import Postgres
+public import WalletCore
+
+/// What the support console (`/admin`) reads and the little it writes:
+/// its sessions, a key's revocation, and refused notifications. Every
+/// listing has a limit; pages that can grow page by id.
+public struct ConsoleStore: Sendable {
+    /// Rows of a paged listing (ledger entries, audit rows) per page.
+    public static let pageSize = 50
+    /// A user's credits shown, newest first.
+    public static let creditsMax = 100
+    /// Audit rows and notifications shown on a user's or a credit's page.
+    public static let relatedMax = 50
+    /// The overview's windows, in days.
+    public static let windows = [7, 30, 90]
+
+    // MARK: Sessions
+
+    public struct Session: Sendable, Equatable {
+        /// The API key the operator signed in with.
+        public var keyName: String
+        public var csrfToken: String
+    }
+
+    public enum SignIn: Sendable, Equatable {
+        /// The new session: the id for the cookie (shown once, stored as its hash).
+        case signedIn(sessionID: String, Session)
+        case unknownKey
+        /// A live key without the admin scope.
+        case notAdmin(keyName: String)
+    }
+
+    /// A session id or CSRF token: 32 CSPRNG bytes in base64url.
+    static func makeToken() -> String { Base64URL.encode(SecureRandom.bytes(count: 32)) }
+
+    static func sessionHash(_ sessionID: String) -> ByteA { ByteA(SHA256.hash(Array(sessionID.utf8))) }
+
+    /// Signs in with an API key's SHA-256: a session of `minutes` when the
+    /// key is live and has the admin scope. Sessions long over are removed
+    /// on the way (a few per sign-in, so the table stays small).
+    static func signIn(keyHash: [UInt8], minutes: Int, on connection: Connection) throws -> SignIn {
+        guard let row = try connection.query("""
+            SELECT id, name, 'admin' = ANY(scopes), key_hash FROM wallet.api_keys
+            WHERE key_hash = \(ByteA(keyHash)) AND revoked_at IS NULL
+            """).single, constantTimeEquals(try row.decode(ByteA.self, at: 3).bytes, keyHash)
+        else { return .unknownKey }
+        let name = try row.decode(String.self, at: 1)
+        guard try row.decode(Bool.self, at: 2) else { return .notAdmin(keyName: name) }
+        let sessionID = makeToken()
+        let session = Session(keyName: name, csrfToken: makeToken())
+        try connection.execute("""
+            WITH over AS (
+                SELECT id_hash FROM wallet.admin_sessions
+                WHERE expires_at < now() - INTERVAL '1 day' ORDER BY expires_at LIMIT 100
+            ), removed AS (
+                DELETE FROM wallet.admin_sessions s USING over o WHERE s.id_hash = o.id_hash
+            )
+            INSERT INTO wallet.admin_sessions (id_hash, key_id, csrf_token, expires_at)
+            VALUES (\(sessionHash(sessionID)), \(try row.decode(Int64.self, at: 0)), \(session.csrfToken),
+                    now() + make_interval(mins => \(minutes)))
+            """)
+        return .signedIn(sessionID: sessionID, session)
+    }
+
+    /// The live session with this id: not ended, not expired, and its key
+    /// still live with the admin scope.
+    static func session(_ sessionID: String, on connection: Connection) throws -> Session? {
+        try connection.prepared("""
+            SELECT k.name, s.csrf_token
+            FROM wallet.admin_sessions s JOIN wallet.api_keys k ON k.id = s.key_id
+            WHERE s.id_hash = \(sessionHash(sessionID)) AND s.ended_at IS NULL AND s.expires_at > now()
+              AND k.revoked_at IS NULL AND 'admin' = ANY(k.scopes)
+            """).single.map { Session(keyName: try $0.decode(String.self, at: 0), csrfToken: try $0.decode(String.self, at: 1)) }
+    }
+
+    static func signOut(_ sessionID: String, on connection: Connection) throws {
+        try connection.execute("""
+            UPDATE wallet.admin_sessions SET ended_at = now()
+            WHERE id_hash = \(sessionHash(sessionID)) AND ended_at IS NULL
+            """)
+    }
+
+    /// Revokes the live key `name` and ends its sessions, audited under
+    /// `operator`; false when no live key has that name.
+    static func revokeKey(name: String, operator: String, on connection: Connection) throws -> Bool {
+        try connection.query("""
+            SELECT wallet.revoke_api_key(\(name), \(`operator`), 'revoked in the console')
+            """)[0].decode(Bool.self, at: 0)
+    }
+
+    static func recordRefusedNotification(reason: String, requestID: String?, on connection: Connection) throws {
+        try connection.execute("SELECT wallet.record_refused_notification(\(reason), \(requestID))")
+    }
+
+    // MARK: Overview
+
+    public struct DayTotals: Sendable, Equatable {
+        /// `YYYY-MM-DD`, a UTC day.
+        public var day: String
+        public var credited: Int64
+        public var debited: Int64
+        public var refunded: Int64
+    }
+
+    public struct Count: Sendable, Equatable {
+        public var name: String
+        public var count: Int64
+    }
+
+    public struct WalletRow: Sendable, Equatable {
+        public var userID: String
+        public var currency: String
+        public var balance: Int64
+    }
+
+    public struct Refused: Sendable, Equatable {
+        public var receivedAt: String
+        public var reason: String
+        public var requestID: String?
+    }
+
+    public struct Overview: Sendable {
+        public var days: [DayTotals]
+        public var purchases: Int64
+        public var refunds: Int64
+        public var consumptionRequests: Int64
+        public var largestBalances: [WalletRow]
+        public var mostNegativeBalances: [WalletRow]
+        public var notificationOutcomes: [Count]
+        public var refusedReasons: [Count]
+        /// The newest refused notifications in the window, at most 10.
+        public var recentRefused: [Refused]
+    }
+
+    /// The last `days` UTC days, today included. Coins credited are the
+    /// purchases' credit entries; debited and refunded are the debit and
+    /// refund entries, as positive numbers. Grants, revokes and refund
+    /// reversals are left out of the chart.
+    static func overview(days: Int, on connection: Connection) throws -> Overview {
+        let window = "(now() AT TIME ZONE 'UTC')::date - \(days - 1)"
+        let start = "((\(window))::timestamp AT TIME ZONE 'UTC')"
+        let totals = try connection.query("""
+            WITH sums AS (
+                SELECT (e.created_at AT TIME ZONE 'UTC')::date AS day,
+                       coalesce(sum(e.amount) FILTER (WHERE e.kind = 'credit'), 0) AS credited,
+                       coalesce(-sum(e.amount) FILTER (WHERE e.kind = 'debit'), 0) AS debited,
+                       coalesce(-sum(e.amount) FILTER (WHERE e.kind = 'refund'), 0) AS refunded
+                FROM wallet.entries e
+                WHERE e.created_at >= \(unsafeSQL: start) AND e.kind IN ('credit', 'debit', 'refund')
+                GROUP BY 1
+            )
+            SELECT to_char(d, 'YYYY-MM-DD'), coalesce(s.credited, 0)::bigint, coalesce(s.debited, 0)::bigint,
+                   coalesce(s.refunded, 0)::bigint
+            FROM generate_series(\(unsafeSQL: window), (now() AT TIME ZONE 'UTC')::date, INTERVAL '1 day') d
+            LEFT JOIN sums s ON s.day = d::date
+            ORDER BY d
+            """).map {
+            DayTotals(day: try $0.decode(String.self, at: 0), credited: try $0.decode(Int64.self, at: 1),
+                      debited: try $0.decode(Int64.self, at: 2), refunded: try $0.decode(Int64.self, at: 3))
+        }
+        let counts = try connection.query("""
+            SELECT (SELECT count(*) FROM wallet.credits WHERE created_at >= \(unsafeSQL: start)),
+                   (SELECT count(*) FROM wallet.entries WHERE kind = 'refund' AND created_at >= \(unsafeSQL: start)),
+                   (SELECT count(*) FROM wallet.appstore_consumption_requests WHERE created_at >= \(unsafeSQL: start))
+            """)[0]
+        let largest = try wallets("ORDER BY balance DESC, user_id, currency", on: connection)
+        let negative = try wallets("WHERE balance < 0 ORDER BY balance, user_id, currency", on: connection)
+        let outcomes = try self.counts("""
+            SELECT outcome, count(*) FROM wallet.appstore_notifications
+            WHERE received_at >= \(unsafeSQL: start) GROUP BY outcome ORDER BY outcome
+            """, on: connection)
+        let refused = try self.counts("""
+            SELECT reason, count(*) FROM wallet.appstore_refused_notifications
+            WHERE received_at >= \(unsafeSQL: start) GROUP BY reason ORDER BY reason
+            """, on: connection)
+        let recent = try connection.query("""
+            SELECT wallet.rfc3339(received_at), reason, request_id FROM wallet.appstore_refused_notifications
+            WHERE received_at >= \(unsafeSQL: start) ORDER BY id DESC LIMIT 10
+            """).map {
+            Refused(receivedAt: try $0.decode(String.self, at: 0), reason: try $0.decode(String.self, at: 1),
+                    requestID: try $0.decodeIfPresent(String.self, at: 2))
+        }
+        return Overview(days: totals, purchases: try counts.decode(Int64.self, at: 0),
+                        refunds: try counts.decode(Int64.self, at: 1),
+                        consumptionRequests: try counts.decode(Int64.self, at: 2),
+                        largestBalances: largest, mostNegativeBalances: negative, notificationOutcomes: outcomes,
+                        refusedReasons: refused, recentRefused: recent)
+    }
+
+    private static func wallets(_ order: String, on connection: Connection) throws -> [WalletRow] {
+        try connection.query("SELECT user_id, currency, balance FROM wallet.wallets \(unsafeSQL: order) LIMIT 10").map {
+            WalletRow(userID: try $0.decode(String.self, at: 0), currency: try $0.decode(String.self, at: 1),
+                      balance: try $0.decode(Int64.self, at: 2))
+        }
+    }
+
+    private static func counts(_ query: PostgresQuery, on connection: Connection) throws -> [Count] {
+        try connection.query(query).map { Count(name: try $0.decode(String.self, at: 0), count: try $0.decode(Int64.self, at: 1)) }
+    }
+
+    // MARK: A user
+
+    public struct EntryRow: Sendable, Equatable {
+        public var id: Int64
+        public var createdAt: String
+        public var currency: String
+        public var kind: String
+        public var amount: Int64
+        public var balanceAfter: Int64
+        public var reference: String
+        public var client: String
+        /// The entry's metadata as JSON text (a debit's reason and metadata).
+        public var metadata: String?
+
+        static let columns = "id, wallet.rfc3339(created_at), currency, kind, amount, balance_after, reference, client, metadata::text"
+
+        init(row: Row) throws {
+            id = try row.decode(Int64.self, at: 0)
+            createdAt = try row.decode(String.self, at: 1)
+            currency = try row.decode(String.self, at: 2)
+            kind = try row.decode(String.self, at: 3)
+            amount = try row.decode(Int64.self, at: 4)
+            balanceAfter = try row.decode(Int64.self, at: 5)
+            reference = try row.decode(String.self, at: 6)
+            client = try row.decode(String.self, at: 7)
+            metadata = try row.decodeIfPresent(String.self, at: 8)
+        }
+    }
+
+    public struct CreditRow: Sendable, Equatable {
+        public var flowNo: String
+        public var userID: String
+        public var productID: String
+        public var quantity: Int
+        public var currency: String
+        public var amount: Int64
+        public var status: String
+        public var source: String
+        public var environment: String?
+        public var client: String
+        public var entryID: Int64
+        public var refundedBy: String?
+        public var refundedAmount: Int64?
+        public var createdAt: String
+        public var updatedAt: String
+    }
+
+    public struct AuditRow: Sendable, Equatable {
+        public var id: Int64
+        public var createdAt: String
+        public var action: String
+        public var `operator`: String
+        public var databaseUser: String
+        public var reason: String?
+        /// JSON text.
+        public var arguments: String
+        public var outcome: String
+        public var entryIDs: [Int64]
+    }
+
+    public struct UserPage: Sendable {
+        public var userID: String
+        public var balances: [WalletBalance]
+        /// Newest first; one more than `pageSize` when another page follows.
+        public var entries: [EntryRow]
+        public var credits: [CreditRow]
+        public var audit: [AuditRow]
+    }
+
+    /// Nil when the user has no wallet and no credit.
+    static func user(_ userID: UserID, beforeEntryID: Int64?, on connection: Connection) throws -> UserPage? {
+        let balances = try LedgerStore.balances(of: [userID.rawValue], on: connection).map {
+            WalletBalance(currency: $0.currency, balance: $0.balance, held: $0.held)
+        }
+        let credits = try creditRows("""
+            SELECT \(unsafeSQL: creditColumns) FROM wallet.credits
+            WHERE user_id = \(userID.rawValue) ORDER BY created_at DESC, flow_no LIMIT \(creditsMax)
+            """, on: connection)
+        guard !balances.isEmpty || !credits.isEmpty else { return nil }
+        let entries = try connection.query("""
+            SELECT \(unsafeSQL: EntryRow.columns) FROM wallet.entries
+            WHERE user_id = \(userID.rawValue) AND (\(beforeEntryID)::bigint IS NULL OR id < \(beforeEntryID)::bigint)
+            ORDER BY id DESC LIMIT \(pageSize + 1)
+            """).map(EntryRow.init(row:))
+        // Audit rows that name the user, one of the user's credits, or one of the user's holds.
+        let audit = try auditRows("""
+            SELECT \(unsafeSQL: auditColumns) FROM wallet.admin_audit
+            WHERE (arguments ? 'user_id' AND arguments ->> 'user_id' = \(userID.rawValue))
+               OR (arguments ? 'flow_no' AND arguments ->> 'flow_no' IN
+                       (SELECT flow_no FROM wallet.credits WHERE user_id = \(userID.rawValue)))
+               OR (arguments ? 'hold_id' AND arguments ->> 'hold_id' IN
+                       (SELECT id::text FROM wallet.holds WHERE user_id = \(userID.rawValue)))
+            ORDER BY id DESC LIMIT \(relatedMax)
+            """, on: connection)
+        return UserPage(userID: userID.rawValue, balances: balances, entries: entries, credits: credits, audit: audit)
+    }
+
+    private static let creditColumns = """
+        flow_no, user_id, product_id, quantity, currency, amount, status, source, environment, client,
+        entry_id, refunded_by, refunded_amount, wallet.rfc3339(created_at), wallet.rfc3339(updated_at)
+        """
+
+    /// `query` selects `creditColumns`.
+    private static func creditRows(_ query: PostgresQuery, on connection: Connection) throws -> [CreditRow] {
+        try connection.query(query).map {
+            CreditRow(flowNo: try $0.decode(String.self, at: 0), userID: try $0.decode(String.self, at: 1),
+                      productID: try $0.decode(String.self, at: 2), quantity: try $0.decode(Int.self, at: 3),
+                      currency: try $0.decode(String.self, at: 4), amount: try $0.decode(Int64.self, at: 5),
+                      status: try $0.decode(String.self, at: 6), source: try $0.decode(String.self, at: 7),
+                      environment: try $0.decodeIfPresent(String.self, at: 8), client: try $0.decode(String.self, at: 9),
+                      entryID: try $0.decode(Int64.self, at: 10), refundedBy: try $0.decodeIfPresent(String.self, at: 11),
+                      refundedAmount: try $0.decodeIfPresent(Int64.self, at: 12),
+                      createdAt: try $0.decode(String.self, at: 13), updatedAt: try $0.decode(String.self, at: 14))
+        }
+    }
+
+    private static let auditColumns = """
+        id, wallet.rfc3339(created_at), action, operator, db_user, reason, arguments::text, outcome,
+        array_to_string(entry_ids, ',')
+        """
+
+    /// `query` selects `auditColumns`.
+    private static func auditRows(_ query: PostgresQuery, on connection: Connection) throws -> [AuditRow] {
+        try connection.query(query).map {
+            AuditRow(id: try $0.decode(Int64.self, at: 0), createdAt: try $0.decode(String.self, at: 1),
+                     action: try $0.decode(String.self, at: 2), operator: try $0.decode(String.self, at: 3),
+                     databaseUser: try $0.decode(String.self, at: 4), reason: try $0.decodeIfPresent(String.self, at: 5),
+                     arguments: try $0.decode(String.self, at: 6), outcome: try $0.decode(String.self, at: 7),
+                     entryIDs: try $0.decode(String.self, at: 8).split(separator: ",").compactMap { Int64($0) })
+        }
+    }
+
+    // MARK: A credit
+
+    public struct NotificationRow: Sendable, Equatable {
+        public var notificationUUID: String
+        public var type: String
+        public var subtype: String?
+        public var environment: String
+        public var signedAt: String
+        public var receivedAt: String
+        public var outcome: String
+        public var entryID: Int64?
+    }
+
+    public struct ConsumptionRow: Sendable, Equatable {
+        public var notificationUUID: String
+        public var status: String
+        public var attempts: Int
+        public var lastError: String?
+        public var sentAt: String?
+    }
+
+    public struct CreditPage: Sendable {
+        public var flowNo: String
+        /// Nil for a flowNO refunded by Apple before it was ever credited.
+        public var credit: CreditRow?
+        public var revokedBeforeCredit: Bool
+        /// Refunds and their reversals, oldest first.
+        public var refunds: [EntryRow]
+        public var notifications: [NotificationRow]
+        public var consumption: [ConsumptionRow]
+        public var audit: [AuditRow]
+    }
+
+    /// Nil when the flowNO was never credited nor refunded.
+    static func credit(_ flowNo: FlowNumber, on connection: Connection) throws -> CreditPage? {
+        let credit = try creditRows("""
+            SELECT \(unsafeSQL: creditColumns) FROM wallet.credits WHERE flow_no = \(flowNo.rawValue)
+            """, on: connection).first
+        let revoked = try connection.query("""
+            SELECT EXISTS (SELECT 1 FROM wallet.revoked_flow_nos WHERE flow_no = \(flowNo.rawValue))
+            """)[0].decode(Bool.self, at: 0)
+        guard credit != nil || revoked else { return nil }
+        let refunds = try connection.query("""
+            SELECT \(unsafeSQL: EntryRow.columns) FROM wallet.entries
+            WHERE reference = \(flowNo.rawValue) AND kind IN ('refund', 'refund_reversal')
+            ORDER BY id LIMIT \(relatedMax)
+            """).map(EntryRow.init(row:))
+        let notifications = try connection.query("""
+            SELECT notification_uuid, notification_type, subtype, environment, wallet.rfc3339(signed_date),
+                   wallet.rfc3339(received_at), outcome, entry_id
+            FROM wallet.appstore_notifications WHERE flow_no = \(flowNo.rawValue)
+            ORDER BY signed_date, notification_uuid LIMIT \(relatedMax)
+            """).map {
+            NotificationRow(notificationUUID: try $0.decode(String.self, at: 0), type: try $0.decode(String.self, at: 1),
+                            subtype: try $0.decodeIfPresent(String.self, at: 2),
+                            environment: try $0.decode(String.self, at: 3), signedAt: try $0.decode(String.self, at: 4),
+                            receivedAt: try $0.decode(String.self, at: 5), outcome: try $0.decode(String.self, at: 6),
+                            entryID: try $0.decodeIfPresent(Int64.self, at: 7))
+        }
+        let consumption = try connection.query("""
+            SELECT notification_uuid, status, attempts, last_error, wallet.rfc3339(sent_at)
+            FROM wallet.appstore_consumption_requests WHERE flow_no = \(flowNo.rawValue)
+            ORDER BY created_at LIMIT \(relatedMax)
+            """).map {
+            ConsumptionRow(notificationUUID: try $0.decode(String.self, at: 0), status: try $0.decode(String.self, at: 1),
+                           attempts: try $0.decode(Int.self, at: 2), lastError: try $0.decodeIfPresent(String.self, at: 3),
+                           sentAt: try $0.decodeIfPresent(String.self, at: 4))
+        }
+        let audit = try auditRows("""
+            SELECT \(unsafeSQL: auditColumns) FROM wallet.admin_audit
+            WHERE arguments ? 'flow_no' AND arguments ->> 'flow_no' = \(flowNo.rawValue)
+            ORDER BY id DESC LIMIT \(relatedMax)
+            """, on: connection)
+        return CreditPage(flowNo: flowNo.rawValue, credit: credit, revokedBeforeCredit: revoked, refunds: refunds,
+                          notifications: notifications, consumption: consumption, audit: audit)
+    }
+
+    // MARK: Search, audit, keys
+
+    public struct SearchResult: Sendable, Equatable {
+        public var isUser: Bool
+        public var isCredit: Bool
+    }
+
+    /// Whether `text` is a user with a wallet or credit, and whether it is a
+    /// flowNO credited or refunded.
+    static func search(_ text: String, on connection: Connection) throws -> SearchResult {
+        let row = try connection.query("""
+            SELECT EXISTS (SELECT 1 FROM wallet.wallets WHERE user_id = \(text))
+                       OR EXISTS (SELECT 1 FROM wallet.credits WHERE user_id = \(text)),
+                   EXISTS (SELECT 1 FROM wallet.credits WHERE flow_no = \(text))
+                       OR EXISTS (SELECT 1 FROM wallet.revoked_flow_nos WHERE flow_no = \(text))
+            """)[0]
+        return SearchResult(isUser: try row.decode(Bool.self, at: 0), isCredit: try row.decode(Bool.self, at: 1))
+    }
+
+    /// Newest first, below `beforeID`; one more than `pageSize` when another page follows.
+    static func audit(beforeID: Int64?, on connection: Connection) throws -> [AuditRow] {
+        try auditRows("""
+            SELECT \(unsafeSQL: auditColumns) FROM wallet.admin_audit
+            WHERE (\(beforeID)::bigint IS NULL OR id < \(beforeID)::bigint) ORDER BY id DESC LIMIT \(pageSize + 1)
+            """, on: connection)
+    }
+
+    static func keys(on connection: Connection) throws -> [APIKeyInfo] {
+        try APIKeys.list(on: connection)
+    }
+}
+
+/// The console's work on one pooled connection, by a deadline; see
+/// `Ledger.console(deadline:_:)`.
+public struct ConsoleQueries {
+    let connection: Connection
+
+    public func signIn(keySecret: String, minutes: Int) throws -> ConsoleStore.SignIn {
+        try ConsoleStore.signIn(keyHash: APIKeys.hash(keySecret), minutes: minutes, on: connection)
+    }
+
+    public func session(_ sessionID: String) throws -> ConsoleStore.Session? {
+        try ConsoleStore.session(sessionID, on: connection)
+    }
+
+    public func signOut(_ sessionID: String) throws {
+        try ConsoleStore.signOut(sessionID, on: connection)
+    }
+
+    public func revokeKey(name: String, operator: String) throws -> Bool {
+        try ConsoleStore.revokeKey(name: name, operator: `operator`, on: connection)
+    }
+
+    public func overview(days: Int) throws -> ConsoleStore.Overview {
+        try ConsoleStore.overview(days: days, on: connection)
+    }
+
+    public func user(_ userID: UserID, beforeEntryID: Int64?) throws -> ConsoleStore.UserPage? {
+        try ConsoleStore.user(userID, beforeEntryID: beforeEntryID, on: connection)
+    }
+
+    public func credit(_ flowNo: FlowNumber) throws -> ConsoleStore.CreditPage? {
+        try ConsoleStore.credit(flowNo, on: connection)
+    }
+
+    public func search(_ text: String) throws -> ConsoleStore.SearchResult {
+        try ConsoleStore.search(text, on: connection)
+    }
+
+    public func audit(beforeID: Int64?) throws -> [ConsoleStore.AuditRow] {
+        try ConsoleStore.audit(beforeID: beforeID, on: connection)
+    }
+
+    public func keys() throws -> [APIKeyInfo] {
+        try ConsoleStore.keys(on: connection)
+    }
+}
+
+extension Ledger {
+    /// Runs the console's `body` on one pooled connection by `deadline`.
+    /// Failures come out as every read's do (`database_unavailable`).
+    public func console<T>(deadline: ContinuousClock.Instant, _ body: (ConsoleQueries) throws -> T) throws -> T {
+        try readBounded(pool: pool, metrics: metrics, deadline: deadline) { try body(ConsoleQueries(connection: $0)) }
+    }
+
+    /// Keeps a refused App Store notification's reason (the newest 10,000
+    /// are kept). Best effort: a failure is the caller's to log.
+    public func recordRefusedNotification(reason: String, requestID: String?, deadline: ContinuousClock.Instant) throws {
+        try readBounded(pool: pool, metrics: metrics, deadline: deadline) {
+            try ConsoleStore.recordRefusedNotification(reason: reason, requestID: requestID, on: $0)
+        }
+    }
+}
