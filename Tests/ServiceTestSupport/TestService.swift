@@ -79,6 +79,14 @@ public final class TestService: @unchecked Sendable {
         try Self.request(port: port, method, path, key: key, json: json, headers: headers, timeoutSeconds: 10)
     }
 
+    /// One request with a body of any type (a form, say) on a fresh connection.
+    public func request(_ method: String, _ path: String, headers: [(name: String, value: String)],
+                        body: String) throws -> HTTPTestResponse {
+        let client = try HTTPTestClient(port: port, timeoutSeconds: 10)
+        defer { client.close() }
+        return try client.request(method: method, path: path, headers: headers, body: Array(body.utf8))
+    }
+
     /// One request on a fresh connection to a service on `port`, in this
     /// process or another.
     public static func request(port: UInt16, _ method: String, _ path: String, key: String?, json: String?,

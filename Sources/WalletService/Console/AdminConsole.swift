@@ -270,10 +270,11 @@ struct AdminConsole: Sendable {
 }
 
 /// Failed sign-ins per client address: a bucket of `burst` attempts that
-/// refills one every `refillSeconds`. Only failures take from it, so an
-/// operator with a good key is never kept out. The map is bounded: when
-/// full, addresses whose buckets are full again are dropped, and if that
-/// frees nothing it is emptied.
+/// refills one every `refillSeconds`. Only failures take from it; while an
+/// address has none left, every sign-in from it waits, good keys included.
+/// Behind a proxy every client has the proxy's address, so the bucket is
+/// shared. The map is bounded: when full, addresses whose buckets are full
+/// again are dropped, and if that frees nothing it is emptied.
 final class SignInLimiter: Sendable {
     struct Bucket {
         var tokens: Double
