@@ -13,6 +13,8 @@ BENCH_APT_PACKAGES := wrk
 HA_APT_PACKAGES := patroni etcd-server haproxy pgbouncer iproute2
 # promtool, which checks and tests the alert rules in deploy/prometheus/.
 OBSERVABILITY_APT_PACKAGES := prometheus
+# The support console's browser tests: headless Chromium through Selenium.
+BROWSER_APT_PACKAGES := chromium chromium-driver python3-selenium
 
 # Installs the Debian packages named in $(1) that are missing: with apt-get
 # when root, otherwise it prints the command to run.
@@ -33,14 +35,14 @@ endef
 
 .PHONY: deps build test run chaos bench tsan failover
 deps:
-	$(call install_packages,$(APT_PACKAGES) $(HA_APT_PACKAGES) $(OBSERVABILITY_APT_PACKAGES))
+	$(call install_packages,$(APT_PACKAGES) $(HA_APT_PACKAGES) $(OBSERVABILITY_APT_PACKAGES) $(BROWSER_APT_PACKAGES))
 
 build: deps
 	$(SWIFT) build $(SWIFT_FLAGS)
 
 # Every suite (a throwaway PostgreSQL is started by the tests; the chaos
 # test runs in its bounded form), then the API fuzzer against the built
-# service, then one switchover of the high-availability layout under load
+# service, then the support console in headless Chromium, then one switchover of the high-availability layout under load
 # (the failover drill's bounded form), then the compose files' rules, the
 # alert rules (promtool; the dashboard's metrics are checked by a suite
 # against the served /metrics) and the target graph's levels.
@@ -52,6 +54,7 @@ test: deps
 	@# and fail its own time limit. Each limit now times only its own test.
 	$(SWIFT) test --skip-build --no-parallel
 	Scripts/api-fuzz.sh .build/debug/wallet
+	/usr/bin/python3 Tests/Browser/console_test.py --wallet .build/debug/wallet
 	deploy/ha/drill.py --wallet .build/debug/wallet --switchover --rounds 1 --clients 4 --pace-ms 100
 	/usr/bin/python3 Scripts/check-compose.py docker-compose.yml
 	/usr/bin/python3 Scripts/check-compose.py --ha deploy/ha/docker-compose.yml

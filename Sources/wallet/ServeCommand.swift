@@ -82,6 +82,10 @@ enum ServeCommand {
         }
         lines.append("credit verification: \(modes(configuration))"
             + (configuration.creditVerification.contains(.caller) ? " (the app backend vouches for purchases)" : ""))
+        if configuration.adminConsole {
+            lines.append("support console: http://\(configuration.listen.host):\(application.port)/admin"
+                + " (sign in with an admin key: wallet keys create --name NAME --scopes admin)")
+        }
         WalletCommand.printNow(lines.joined(separator: "\n"))
     }
 

@@ -221,7 +221,8 @@ struct ConsoleTests {
         #expect(limited.status == 429)
         let retryAfter = try #require(limited.header("Retry-After").flatMap(Int.init))
         #expect((1...6).contains(retryAfter))
-        #expect(limited.text.contains("Too many sign-in attempts"))
+        #expect(limited.text.contains(#"<p class="error" role="alert">Too many sign-in attempts: "#))
+        #expect(limited.text.contains(#"<input id="api-key" name="api_key""#), "the form again")
         #expect(try service.count("SELECT count(*) FROM wallet.admin_sessions") == 0)
     }
 

@@ -74,10 +74,10 @@ struct AdminConsole: Sendable {
     func postLogin(_ request: Request, _ responder: Responder) {
         let address = request.remoteAddress ?? "unknown"
         if let wait = signIns.refusal(for: address) {
-            return responder.send(problemPage(ConsoleError.signInRateLimited(retryAfterSeconds: wait), chrome: nil))
+            return responder.send(loginRefused(ConsoleError.signInRateLimited(retryAfterSeconds: wait)))
         }
         guard let fields = Forms.fields(request.body) else {
-            return responder.send(problemPage(ConsoleError.malformedForm, chrome: nil))
+            return responder.send(loginRefused(ConsoleError.malformedForm))
         }
         let secret = fields["api_key"]?.trimmingCharacters(in: .whitespaces) ?? ""
         guard !secret.isEmpty, secret.utf8.count <= 512 else {
@@ -98,6 +98,13 @@ struct AdminConsole: Sendable {
                 return page(ConsolePages.login(message: "That API key does not have the admin scope."), status: 403)
             }
         }
+    }
+
+    /// The sign-in form again, saying why, with the problem's status and headers.
+    private func loginRefused(_ error: ConsoleError) -> Response {
+        let problem = error.problem
+        return page(ConsolePages.login(message: problem.title + ": " + problem.detail + "."), status: problem.status,
+                    headers: problem.headers)
     }
 
     func postLogout(_ request: Request, _ context: Context) throws -> Response {
