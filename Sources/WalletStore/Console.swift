@@ -355,9 +355,11 @@ public struct ConsoleStore: Sendable {
 
     public struct CreditPage: Sendable {
         public var flowNo: String
-        /// Nil for a flowNO refunded by Apple before it was ever credited.
+        /// Nil for a flowNO never credited (Apple told of it first).
         public var credit: CreditRow?
-        public var revokedBeforeCredit: Bool
+        /// The type of Apple's decisive refund notification (`REFUND` or
+        /// `REFUND_REVERSED`), if any came.
+        public var refundState: String?
         /// Refunds and their reversals, oldest first.
         public var refunds: [EntryRow]
         public var notifications: [NotificationRow]
@@ -365,15 +367,16 @@ public struct ConsoleStore: Sendable {
         public var audit: [AuditRow]
     }
 
-    /// Nil when the flowNO was never credited nor refunded.
+    /// Nil when the ledger knows nothing of the flowNO: no credit, no App
+    /// Store notification.
     static func credit(_ flowNo: FlowNumber, on connection: Connection) throws -> CreditPage? {
         let credit = try creditRows("""
             SELECT \(unsafeSQL: creditColumns) FROM wallet.credits WHERE flow_no = \(flowNo.rawValue)
             """, on: connection).first
-        let revoked = try connection.query("""
-            SELECT EXISTS (SELECT 1 FROM wallet.revoked_flow_nos WHERE flow_no = \(flowNo.rawValue))
-            """)[0].decode(Bool.self, at: 0)
-        guard credit != nil || revoked else { return nil }
+        // Apple's decisive refund notification so far, if any (see 0006).
+        let refundState = try connection.query("""
+            SELECT notification_type FROM wallet.appstore_refund_states WHERE flow_no = \(flowNo.rawValue)
+            """).single.map { try $0.decode(String.self, at: 0) }
         let refunds = try connection.query("""
             SELECT \(unsafeSQL: EntryRow.columns) FROM wallet.entries
             WHERE reference = \(flowNo.rawValue) AND kind IN ('refund', 'refund_reversal')
@@ -405,7 +408,8 @@ public struct ConsoleStore: Sendable {
             WHERE arguments ? 'flow_no' AND arguments ->> 'flow_no' = \(flowNo.rawValue)
             ORDER BY id DESC LIMIT \(relatedMax)
             """, on: connection)
-        return CreditPage(flowNo: flowNo.rawValue, credit: credit, revokedBeforeCredit: revoked, refunds: refunds,
+        guard credit != nil || refundState != nil || !notifications.isEmpty else { return nil }
+        return CreditPage(flowNo: flowNo.rawValue, credit: credit, refundState: refundState, refunds: refunds,
                           notifications: notifications, consumption: consumption, audit: audit)
     }
 
@@ -417,13 +421,13 @@ public struct ConsoleStore: Sendable {
     }
 
     /// Whether `text` is a user with a wallet or credit, and whether it is a
-    /// flowNO credited or refunded.
+    /// flowNO credited or named by an App Store notification.
     static func search(_ text: String, on connection: Connection) throws -> SearchResult {
         let row = try connection.query("""
             SELECT EXISTS (SELECT 1 FROM wallet.wallets WHERE user_id = \(text))
                        OR EXISTS (SELECT 1 FROM wallet.credits WHERE user_id = \(text)),
                    EXISTS (SELECT 1 FROM wallet.credits WHERE flow_no = \(text))
-                       OR EXISTS (SELECT 1 FROM wallet.revoked_flow_nos WHERE flow_no = \(text))
+                       OR EXISTS (SELECT 1 FROM wallet.appstore_notifications WHERE flow_no = \(text))
             """)[0]
         return SearchResult(isUser: try row.decode(Bool.self, at: 0), isCredit: try row.decode(Bool.self, at: 1))
     }

@@ -265,6 +265,30 @@ struct ConsoleTests {
         #expect(try Self.get(service, "/admin/users/bob%3A42?before=x", browser).status == 422)
     }
 
+    @Test func aFlowNOAppleRefundedBeforeItsCreditHasAPage() throws {
+        let service = try TestService()
+        defer { service.stop() }
+        // What a REFUND notification for a flowNO never credited leaves behind.
+        #expect(try service.count("""
+            WITH n AS (
+                INSERT INTO wallet.appstore_notifications
+                    (notification_uuid, notification_type, flow_no, environment, signed_date, outcome, payload)
+                VALUES ('n-early', 'REFUND', '3000000777', 'Production', now(), 'revoked', '{}') RETURNING 1
+            ), s AS (
+                INSERT INTO wallet.appstore_refund_states (flow_no, notification_type, signed_date, notification_uuid)
+                VALUES ('3000000777', 'REFUND', now(), 'n-early') RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM n) + (SELECT count(*) FROM s)
+            """) == 2)
+        let browser = try Self.browser(service, key: service.adminKey)
+        #expect(try Self.get(service, "/admin/search?q=3000000777", browser).header("Location") == "/admin/credits/3000000777")
+        let page = try Self.get(service, "/admin/credits/3000000777", browser)
+        #expect(page.status == 200)
+        #expect(page.text.contains("<dd>never credited</dd>"))
+        #expect(page.text.contains("refused as <code>revoked</code>"))
+        #expect(page.text.contains("<td class=\"id\">n-early</td><td>REFUND</td>"))
+    }
+
     @Test func ledgerTextIsEscapedEverywhere() throws {
         let service = try TestService()
         defer { service.stop() }

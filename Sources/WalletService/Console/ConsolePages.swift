@@ -75,7 +75,7 @@ enum ConsolePages {
         document(title: "Nothing found", chrome: chrome, main: """
             <h1>Nothing found</h1>
             <p>No player and no flowNO is <q>\(query)</q>. A player is found by the exact user id of a wallet or a \
-            credit; a flowNO by the exact App Store transaction id of a credit or a refund.</p>
+            credit; a flowNO by the exact App Store transaction id of a credit or of an App Store notification.</p>
             """)
     }
 
@@ -235,17 +235,17 @@ enum ConsolePages {
                 </dl>
                 """
         } else {
+            let refused: HTML = page.refundState == "REFUND"
+                ? "<p>Apple refunded this flowNO before it was credited, so a credit of it is refused as <code>revoked</code>.</p>"
+                : "<p>Apple has told of this flowNO, but no credit of it was asked for.</p>"
             details = """
                 <dl id="credit"><dt>Status</dt><dd>never credited</dd></dl>
-                <p>Apple refunded this flowNO before it was credited, so a credit of it is refused as <code>revoked</code>.</p>
+                \(refused)
                 """
         }
-        let revoked: HTML = page.credit != nil && page.revokedBeforeCredit
-            ? "<p>Apple's refund of this flowNO also arrived before its credit was recorded.</p>" : ""
         return document(title: "Credit \(page.flowNo)", chrome: chrome, main: """
             <h1>Credit <span class="id">\(page.flowNo)</span></h1>
             \(details)
-            \(revoked)
             <section>
             <h2>Refunds and reversals</h2>
             \(entryTable(id: "refunds", caption: "Refund and refund-reversal entries, oldest first", page.refunds))
