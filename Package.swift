@@ -38,12 +38,15 @@ let package = Package(
         .target(name: "Postgres", dependencies: ["CLibPQ", "Locking", "Logging"]),
         .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Locking", "Logging"]),
         .target(name: "Crypto", dependencies: ["COpenSSL"]),
+        // Calls to the stores' server APIs (Apple's, Google's): one bounded
+        // HTTP exchange, and the retry rule they share.
+        .target(name: "StoreHTTP", dependencies: ["Locking"]),
 
         // Domain and service.
         .target(name: "WalletCore"),
         .target(
             name: "AppStore",
-            dependencies: ["Crypto", "Locking", "WalletCore"],
+            dependencies: ["Crypto", "Locking", "StoreHTTP", "WalletCore"],
             exclude: ["Embedded"],
             plugins: ["EmbedFiles"]
         ),
@@ -103,7 +106,7 @@ let package = Package(
             name: "WalletServiceTests",
             dependencies: [
                 "WalletService", "WalletStore", "Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore",
-                "WalletCore", "Locking", "TestSupport", "ServiceTestSupport",
+                "WalletCore", "Locking", "StoreHTTP", "TestSupport", "ServiceTestSupport",
             ]
         ),
     ],

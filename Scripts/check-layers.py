@@ -5,7 +5,7 @@ Run: swift package dump-package | /usr/bin/python3 Scripts/check-layers.py
 
 Levels, lowest first (a target may depend only on targets of a lower level):
   0  the C shims, Logging and Locking (neither of the two uses the other)
-  1  WalletCore, Postgres, HTTPServer, Crypto
+  1  WalletCore, Postgres, HTTPServer, Crypto, StoreHTTP (calls to the stores' APIs)
   2  store adapters: AppStore, GooglePlay
   3  WalletStore
   4  WalletService
@@ -22,7 +22,7 @@ import sys
 
 LEVELS = {
     "CLibPQ": 0, "CMicroHTTPD": 0, "COpenSSL": 0, "Logging": 0, "Locking": 0,
-    "WalletCore": 1, "Postgres": 1, "HTTPServer": 1, "Crypto": 1,
+    "WalletCore": 1, "Postgres": 1, "HTTPServer": 1, "Crypto": 1, "StoreHTTP": 1,
     "AppStore": 2, "GooglePlay": 2,
     "WalletStore": 3,
     "WalletService": 4,

@@ -1,4 +1,5 @@
 public import Foundation
+import StoreHTTP
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif

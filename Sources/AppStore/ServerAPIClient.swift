@@ -1,5 +1,6 @@
 public import Crypto
 public import Foundation
+import StoreHTTP
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -11,10 +12,9 @@ import FoundationNetworking
 /// Purchase key (`ServerAPIToken`). A call blocks its thread until it has an
 /// answer or its deadline passes, so it must not run on a server thread.
 ///
-/// Retries: an HTTP 429 or 5xx, or no answer at all, is tried again after a
-/// pause (Apple's `Retry-After` when it gives one, else a doubling backoff),
-/// as long as the pause ends before the deadline. What is still failing then
-/// is `unavailable`. Any other status is final.
+/// Retries are `RetryingCall`'s: 429, 5xx and no answer are tried again
+/// within the deadline; what is still failing then is `unavailable`. Any
+/// other status is final.
 public struct ServerAPIClient: Sendable {
     /// The operations this client calls: the only values of the `endpoint`
     /// metric label.
@@ -95,9 +95,6 @@ public struct ServerAPIClient: Sendable {
 
     /// Apple's errorCode for "no transaction with this id".
     public static let transactionIDNotFound = 4_040_010
-    /// The longest pause honoured from `Retry-After`; a longer one is past
-    /// any deadline this client is given.
-    static let retryAfterSecondsMax = 60.0
 
     public let configuration: Configuration
     private let key: PrivateKey
@@ -127,7 +124,7 @@ public struct ServerAPIClient: Sendable {
     /// Get Transaction Info: `signedTransactionInfo` for `transactionID`.
     public func transactionInfo(_ transactionID: String, environment: Environment,
                                 deadline: ContinuousClock.Instant) throws(APIError) -> String {
-        let path = "/inApps/v1/transactions/" + Self.percentEncoded(transactionID)
+        let path = "/inApps/v1/transactions/" + RetryingCall.percentEncoded(transactionID)
         let body = try call(.getTransactionInfo, "GET", path, environment: environment, body: nil, deadline: deadline)
         guard let object = Self.object(body), let signed = object["signedTransactionInfo"] as? String, !signed.isEmpty else {
             throw .malformedAnswer("no signedTransactionInfo")
@@ -141,7 +138,7 @@ public struct ServerAPIClient: Sendable {
                                     deadline: ContinuousClock.Instant) throws(APIError) -> HistoryPage {
         var path = "/inApps/v1/notifications/history"
         if let paginationToken {
-            path += "?paginationToken=" + Self.percentEncoded(paginationToken)
+            path += "?paginationToken=" + RetryingCall.percentEncoded(paginationToken)
         }
         let request: [String: Any] = ["startDate": Self.milliseconds(start), "endDate": Self.milliseconds(end)]
         let requestBody = (try? JSONSerialization.data(withJSONObject: request, options: [.sortedKeys])) ?? Data()
@@ -168,7 +165,7 @@ public struct ServerAPIClient: Sendable {
     /// Send Consumption Information (version 2): Apple answers 202.
     public func sendConsumption(_ transactionID: String, environment: Environment, body: Data,
                                 deadline: ContinuousClock.Instant) throws(APIError) {
-        let path = "/inApps/v2/transactions/consumption/" + Self.percentEncoded(transactionID)
+        let path = "/inApps/v2/transactions/consumption/" + RetryingCall.percentEncoded(transactionID)
         _ = try call(.sendConsumptionInformation, "PUT", path, environment: environment, body: body, deadline: deadline)
     }
 
@@ -180,67 +177,32 @@ public struct ServerAPIClient: Sendable {
         guard let url = URL(string: base.absoluteString.trimmingSuffix("/") + path) else {
             throw .unavailable("the URL for \(endpoint.rawValue) is malformed")
         }
-        var backoffSeconds = 0.25
-        var lastFailure = "no attempt was made"
-        // Bounded by the deadline: every pass waits or fails before it.
-        while ContinuousClock.now < deadline {
-            let token: String
-            do {
-                token = try ServerAPIToken.make(configuration.token, key: key, now: Date())
-            } catch {
-                throw .unavailable("the request could not be signed")
-            }
+        let answer = RetryingCall.send(
+            name: endpoint.rawValue, responseBytesMax: configuration.responseBytesMax, deadline: deadline,
+            observe: { status, seconds in observe(endpoint, status.map(StatusClass.init(status:)) ?? .error, seconds) }
+        ) {
             var request = URLRequest(url: url)
             request.httpMethod = method
-            request.setValue("Bearer " + token, forHTTPHeaderField: "Authorization")
+            request.setValue("Bearer " + (try ServerAPIToken.make(configuration.token, key: key, now: Date())),
+                             forHTTPHeaderField: "Authorization")
             request.setValue("application/json", forHTTPHeaderField: "Accept")
             if let body {
                 request.httpBody = body
                 request.setValue("application/json", forHTTPHeaderField: "Content-Type")
             }
-            let started = ContinuousClock.now
-            let outcome = HTTPExchange.send(request, responseBytesMax: configuration.responseBytesMax, deadline: deadline)
-            let elapsed = started.duration(to: .now)
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-
-            var pauseSeconds = backoffSeconds
-            switch outcome {
-            case .failure(let detail):
-                observe(endpoint, .error, seconds)
-                lastFailure = detail
-            case .response(let status, let retryAfter, let answer):
-                observe(endpoint, StatusClass(status: status), seconds)
-                switch status {
-                case 200..<300:
-                    return answer
-                case 429, 500..<600:
-                    lastFailure = "HTTP status \(status)"
-                    if let wait = Self.retryAfterSeconds(retryAfter) { pauseSeconds = wait }
-                case 404:
-                    throw .notFound(errorCode: Self.errorCode(answer))
-                default:
-                    if status == 401 { unauthorized() }
-                    throw .refused(status: status, errorCode: Self.errorCode(answer))
-                }
-            }
-            let resume = ContinuousClock.now + .seconds(pauseSeconds)
-            guard resume < deadline else { break }
-            Thread.sleep(forTimeInterval: pauseSeconds)
-            backoffSeconds = min(backoffSeconds * 2, 4)
+            return request
         }
-        throw .unavailable("\(endpoint.rawValue): \(lastFailure)")
-    }
-
-    /// `Retry-After` as seconds: a number, or an HTTP date.
-    static func retryAfterSeconds(_ value: String?) -> Double? {
-        guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
-        if let seconds = Int(value), seconds >= 0 { return min(Double(seconds), retryAfterSecondsMax) }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        guard let date = formatter.date(from: value) else { return nil }
-        return min(max(date.timeIntervalSinceNow, 0), retryAfterSecondsMax)
+        switch answer {
+        case .unavailable(let detail):
+            throw .unavailable(detail)
+        case .final(200..<300, let body):
+            return body
+        case .final(404, let body):
+            throw .notFound(errorCode: Self.errorCode(body))
+        case .final(let status, let body):
+            if status == 401 { unauthorized() }
+            throw .refused(status: status, errorCode: Self.errorCode(body))
+        }
     }
 
     static func errorCode(_ body: Data) -> Int? {
@@ -255,15 +217,6 @@ public struct ServerAPIClient: Sendable {
     static func milliseconds(_ date: Date) -> Int64 {
         Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
     }
-
-    /// Percent-encodes everything but RFC 3986's unreserved set, so the text
-    /// is safe as one path segment or one query value.
-    static func percentEncoded(_ text: String) -> String {
-        text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? ""
-    }
-
-    private static let unreserved = CharacterSet(
-        charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 }
 
 extension String {

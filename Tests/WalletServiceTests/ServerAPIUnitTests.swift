@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import StoreHTTP
 import Testing
 import WalletCore
 @testable import AppStore
@@ -86,13 +87,13 @@ import WalletCore
     }
 
     @Test func retryAfterIsReadAsSecondsOrAsADate() {
-        #expect(ServerAPIClient.retryAfterSeconds("3") == 3)
-        #expect(ServerAPIClient.retryAfterSeconds(" 0 ") == 0)
-        #expect(ServerAPIClient.retryAfterSeconds("86400") == 60)
-        #expect(ServerAPIClient.retryAfterSeconds("-1") == nil)
-        #expect(ServerAPIClient.retryAfterSeconds("soon") == nil)
-        #expect(ServerAPIClient.retryAfterSeconds(nil) == nil)
-        #expect(ServerAPIClient.retryAfterSeconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0)
+        #expect(RetryingCall.retryAfterSeconds("3") == 3)
+        #expect(RetryingCall.retryAfterSeconds(" 0 ") == 0)
+        #expect(RetryingCall.retryAfterSeconds("86400") == 60)
+        #expect(RetryingCall.retryAfterSeconds("-1") == nil)
+        #expect(RetryingCall.retryAfterSeconds("soon") == nil)
+        #expect(RetryingCall.retryAfterSeconds(nil) == nil)
+        #expect(RetryingCall.retryAfterSeconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0)
     }
 
     @Test func theModeNeedsEveryCredentialNamed() throws {

@@ -1,7 +1,7 @@
-import Foundation
+public import Foundation
 import Locking
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+public import FoundationNetworking
 #endif
 
 /// One HTTP request, waited for on the calling thread until a deadline.
@@ -10,8 +10,8 @@ import FoundationNetworking
 /// delegate, so the answer is read piece by piece and cut off at
 /// `responseBytesMax` instead of being buffered whole first. Redirects are
 /// not followed; the caller sees the 3xx status instead.
-final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable {
-    enum Outcome: Sendable {
+public final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    public enum Outcome: Sendable {
         /// An HTTP answer: its status, its `Retry-After` header, and its
         /// whole body.
         case response(status: Int, retryAfter: String?, body: Data)
@@ -38,7 +38,7 @@ final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable 
     }
 
     /// Sends `request` and waits for the answer until `deadline`, never longer.
-    static func send(_ request: URLRequest, responseBytesMax: Int, deadline: ContinuousClock.Instant) -> Outcome {
+    public static func send(_ request: URLRequest, responseBytesMax: Int, deadline: ContinuousClock.Instant) -> Outcome {
         let remaining = ContinuousClock.now.duration(to: deadline)
         guard remaining > .zero else { return .failure("no time was left to ask") }
         let remainingSeconds = Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18
@@ -80,7 +80,7 @@ final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable 
         if isFirst { state.broadcast() }
     }
 
-    func urlSession(
+    public func urlSession(
         _ session: URLSession,
         dataTask: URLSessionDataTask,
         didReceive response: URLResponse,
@@ -103,7 +103,7 @@ final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable 
         completionHandler(.allow)
     }
 
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+    public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         let fits = state.withLock { state in
             guard state.received.count + data.count <= responseBytesMax else { return false }
             state.received.append(data)
@@ -115,7 +115,7 @@ final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable 
         }
     }
 
-    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+    public func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         if let error {
             let code = (error as? URLError).map { " (URLError \($0.code.rawValue))" } ?? ""
             finish(.failure("the request failed\(code)"))
@@ -125,15 +125,15 @@ final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable 
         }
     }
 
-    func urlSession(
+    public func urlSession(
         _ session: URLSession,
         task: URLSessionTask,
         willPerformHTTPRedirection response: HTTPURLResponse,
         newRequest request: URLRequest,
         completionHandler: @Sendable @escaping (URLRequest?) -> Void
     ) {
-        // Apple's endpoints do not redirect; following one would send the
-        // receipt, the shared secret or a signed token somewhere else.
+        // The stores' endpoints do not redirect; following one would send a
+        // receipt, a shared secret or a signed token somewhere else.
         completionHandler(nil)
     }
 }
