@@ -1,14 +1,17 @@
 #ifndef WALLET_COPENSSL_SHIM_H
 #define WALLET_COPENSSL_SHIM_H
 #include <openssl/bn.h>
+#include <openssl/core_names.h>
 #include <openssl/ec.h>
 #include <openssl/ecdsa.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/objects.h>
+#include <openssl/param_build.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
+#include <openssl/rsa.h>
 #include <openssl/sha.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
@@ -40,6 +43,12 @@ static inline void COpenSSL_sk_X509_free(STACK_OF(X509) *stack) {
 /* Composite flag macros do not import into Swift. */
 static inline unsigned long COpenSSL_XN_FLAG_RFC2253(void) {
     return XN_FLAG_RFC2253;
+}
+
+/* The public-key selection for EVP_PKEY_fromdata (key parameters and the
+ * public half), also a composite macro. */
+static inline int COpenSSL_EVP_PKEY_PUBLIC_KEY(void) {
+    return EVP_PKEY_PUBLIC_KEY;
 }
 
 #endif

@@ -50,8 +50,8 @@ public final class PrivateKey: @unchecked Sendable {
     }
 
     /// Reads a PEM private key (`-----BEGIN PRIVATE KEY-----`, PKCS#8) that
-    /// must be on P-256. OpenSSL's error text is dropped: it may quote the
-    /// input.
+    /// must be on P-256; an encrypted one is `unreadable`. OpenSSL's error
+    /// text is dropped: it may quote the input.
     public init(pem: String) throws(KeyError) {
         ERR_clear_error()
         defer { ERR_clear_error() }
@@ -59,7 +59,9 @@ public final class PrivateKey: @unchecked Sendable {
         let read: OpaquePointer? = bytes.withUnsafeBufferPointer { buffer in
             guard let bio = BIO_new_mem_buf(buffer.baseAddress, Int32(buffer.count)) else { return nil }
             defer { BIO_free(bio) }
-            return PEM_read_bio_PrivateKey(bio, nil, nil, nil)
+            // A callback that supplies no passphrase: an encrypted key is
+            // unreadable, rather than a prompt on the service's terminal.
+            return PEM_read_bio_PrivateKey(bio, nil, { _, _, _, _ in 0 }, nil)
         }
         guard let read else { throw .unreadable }
         guard PublicKey.isP256(read) else {

@@ -11,10 +11,19 @@ public final class PublicKey: @unchecked Sendable {
     /// Whether this is an EC key on the NIST P-256 curve (prime256v1).
     public let isP256: Bool
 
+    /// Whether this is a plain RSA key (`rsaEncryption`). RSA-PSS-only keys
+    /// are not: they cannot make or check PKCS#1 v1.5 signatures.
+    public let isRSA: Bool
+
+    /// The modulus size in bits for an RSA key, nil for any other kind.
+    public let rsaBits: Int?
+
     /// Takes ownership of one reference to `pkey`.
     package init(owning pkey: OpaquePointer) {
         self.pkey = pkey
         self.isP256 = Self.isP256(pkey)
+        self.isRSA = Self.isRSA(pkey)
+        self.rsaBits = isRSA ? Int(EVP_PKEY_get_bits(pkey)) : nil
     }
 
     deinit {
