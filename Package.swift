@@ -50,6 +50,9 @@ let package = Package(
             exclude: ["Embedded"],
             plugins: ["EmbedFiles"]
         ),
+        // Google Play: the Android Publisher API with a service account,
+        // the purchase policy, and Pub/Sub push authentication.
+        .target(name: "GooglePlay", dependencies: ["Crypto", "Locking", "StoreHTTP", "WalletCore"]),
         // The ledger database: the only code that talks to it. Embeds the
         // migrations and function files.
         .target(
@@ -59,7 +62,7 @@ let package = Package(
         ),
         .target(
             name: "WalletService",
-            dependencies: ["WalletStore", "HTTPServer", "Crypto", "AppStore", "WalletCore", "Locking", "Logging"],
+            dependencies: ["WalletStore", "HTTPServer", "Crypto", "AppStore", "GooglePlay", "WalletCore", "Locking", "Logging"],
             exclude: ["Embedded"],
             plugins: ["EmbedFiles"]
         ),
@@ -85,7 +88,8 @@ let package = Package(
         // it builds without the service.
         .target(
             name: "TestSupport",
-            dependencies: ["Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore", "WalletStore", "Locking", "Logging"],
+            dependencies: ["Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore", "GooglePlay", "WalletStore",
+                           "Locking", "Logging"],
             path: "Tests/TestSupport"
         ),
         // The service in-process, on a real socket and a real database.
@@ -100,13 +104,14 @@ let package = Package(
         .testTarget(
             name: "AppStoreTests", dependencies: ["AppStore", "Crypto", "CryptoTestSupport", "TestSupport"], exclude: ["Vectors"]
         ),
+        .testTarget(name: "GooglePlayTests", dependencies: ["GooglePlay", "Crypto", "StoreHTTP", "TestSupport"]),
         .testTarget(name: "WalletCoreTests", dependencies: ["WalletCore"]),
         .testTarget(name: "LockingTests", dependencies: ["Locking"]),
         .testTarget(
             name: "WalletServiceTests",
             dependencies: [
                 "WalletService", "WalletStore", "Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore",
-                "WalletCore", "Locking", "StoreHTTP", "TestSupport", "ServiceTestSupport",
+                "WalletCore", "Locking", "StoreHTTP", "GooglePlay", "TestSupport", "ServiceTestSupport",
             ]
         ),
     ],

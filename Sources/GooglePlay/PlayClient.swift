@@ -1,0 +1,292 @@
+public import Foundation
+import StoreHTTP
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A client of the Google Play Developer API (Android Publisher v3) for
+/// one-time products: get a purchase, consume it, and list voided purchases.
+///
+/// Every request carries an OAuth access token from `AccessTokens`, fetched
+/// once and shared. A 401 drops that token and the call is made once more
+/// with a new one, within the same deadline; a second 401 is final. A call
+/// blocks its thread until it has an answer or its deadline passes, so it
+/// must not run on a server thread.
+///
+/// Retries are `RetryingCall`'s, the same as for the App Store: 429, 5xx and
+/// no answer are tried again within the deadline; what is still failing then
+/// is `unavailable`. Any other status is final.
+public struct PlayClient: Sendable {
+    /// The operations this client calls, and the token grant they need: the
+    /// only values of the `endpoint` label of
+    /// `wallet_googleplay_api_requests_total{endpoint,status}`.
+    public enum Endpoint: String, Sendable, CaseIterable {
+        case getProductPurchase = "get_product_purchase"
+        case consumeProductPurchase = "consume_product_purchase"
+        case listVoidedPurchases = "list_voided_purchases"
+        /// The OAuth token endpoint (`token_uri`).
+        case token
+    }
+
+    /// An answer's class: the only values of the `status` metric label.
+    public enum StatusClass: String, Sendable, CaseIterable {
+        case success = "2xx"
+        case clientError = "4xx"
+        case serverError = "5xx"
+        /// No HTTP answer: no connection, the time limit, a body too large.
+        case error
+
+        init(status: Int) {
+            switch status {
+            case 200..<300: self = .success
+            case 500..<600: self = .serverError
+            default: self = .clientError
+            }
+        }
+    }
+
+    public struct Configuration: Sendable {
+        public var apiURL: URL
+        /// The app's package name, such as `com.example.coins`.
+        public var packageName: String
+        /// The limit for one whole call, retries and the token grant included.
+        public var timeoutSeconds: Double
+        /// Largest answer read. A voided-purchases page holds at most 1000
+        /// entries of about 300 bytes each.
+        public var responseBytesMax: Int
+
+        public static let googleAPIURL = URL(string: "https://androidpublisher.googleapis.com")!
+
+        public init(packageName: String, apiURL: URL = Self.googleAPIURL, timeoutSeconds: Double = 10,
+                    responseBytesMax: Int = 1 << 20) {
+            self.apiURL = apiURL
+            self.packageName = packageName
+            self.timeoutSeconds = timeoutSeconds
+            self.responseBytesMax = responseBytesMax
+        }
+    }
+
+    /// The most voided purchases Google returns in one page, and what every
+    /// list call asks for.
+    public static let voidedPageSizeMax = 1_000
+
+    public let configuration: Configuration
+    /// The access tokens every call uses; share one instance per account.
+    public let tokens: AccessTokens
+    /// Called after every HTTP exchange, retries included.
+    private let observe: @Sendable (Endpoint, StatusClass, Double) -> Void
+
+    /// A client with its own `AccessTokens`, whose grants are observed as
+    /// the `token` endpoint.
+    public init(configuration: Configuration, account: ServiceAccount,
+                observe: @escaping @Sendable (Endpoint, StatusClass, Double) -> Void = { _, _, _ in }) {
+        let tokens = AccessTokens(account: account) { status, seconds in observe(.token, status, seconds) }
+        self.init(configuration: configuration, tokens: tokens, observe: observe)
+    }
+
+    /// A client that shares `tokens` with others.
+    public init(configuration: Configuration, tokens: AccessTokens,
+                observe: @escaping @Sendable (Endpoint, StatusClass, Double) -> Void = { _, _, _ in }) {
+        precondition(configuration.timeoutSeconds.isFinite && configuration.timeoutSeconds > 0,
+                     "PlayClient timeoutSeconds must be positive and finite")
+        precondition(!configuration.packageName.isEmpty, "PlayClient packageName must not be empty")
+        precondition(configuration.responseBytesMax > 0, "PlayClient responseBytesMax must be positive")
+        self.configuration = configuration
+        self.tokens = tokens
+        self.observe = observe
+    }
+
+    /// A deadline `timeoutSeconds` from now.
+    public func deadline() -> ContinuousClock.Instant {
+        .now + .seconds(configuration.timeoutSeconds)
+    }
+
+    // MARK: Operations
+
+    /// `purchases.products.get`: the state of the purchase `token` of `productID`.
+    public func productPurchase(productID: String, token: String,
+                                deadline: ContinuousClock.Instant) throws(PlayAPIError) -> ProductPurchase {
+        let body = try call(.getProductPurchase, "GET", productPath(productID: productID, token: token),
+                            deadline: deadline)
+        do {
+            return try JSONDecoder().decode(ProductPurchase.self, from: body)
+        } catch {
+            throw .malformedAnswer("the product purchase does not decode (\(Self.decodingProblem(error)))")
+        }
+    }
+
+    /// `purchases.products.consume`: the purchase can be bought again.
+    /// Google answers with an empty body.
+    public func consume(productID: String, token: String, deadline: ContinuousClock.Instant) throws(PlayAPIError) {
+        _ = try call(.consumeProductPurchase, "POST", productPath(productID: productID, token: token) + ":consume",
+                     deadline: deadline)
+    }
+
+    /// `purchases.voidedpurchases.list`: one page of in-app purchases voided
+    /// from `startTime` (no more than 30 days ago, Google says) to `endTime`
+    /// (nil: now), quantity-based partial refunds included. Google ignores
+    /// the times when `pageToken` is given: the token carries the query.
+    public func voidedPurchases(startTime: Date, endTime: Date?, pageToken: String?,
+                                deadline: ContinuousClock.Instant) throws(PlayAPIError) -> VoidedPage {
+        var path = "/androidpublisher/v3/applications/" + RetryingCall.percentEncoded(configuration.packageName)
+            + "/purchases/voidedpurchases?startTime=\(Self.milliseconds(startTime))"
+            + "&type=0&includeQuantityBasedPartialRefund=true&maxResults=\(Self.voidedPageSizeMax)"
+        if let endTime { path += "&endTime=\(Self.milliseconds(endTime))" }
+        if let pageToken { path += "&token=" + RetryingCall.percentEncoded(pageToken) }
+        let body = try call(.listVoidedPurchases, "GET", path, deadline: deadline)
+        let page: VoidedPage
+        do {
+            page = try JSONDecoder().decode(VoidedPage.self, from: body)
+        } catch {
+            throw .malformedAnswer("the voided purchases do not decode (\(Self.decodingProblem(error)))")
+        }
+        // A page that names itself as the next would page forever.
+        if let next = page.nextPageToken, next == pageToken {
+            throw .malformedAnswer("the next page token is the current one")
+        }
+        return page
+    }
+
+    // MARK: Exchanges
+
+    private func productPath(productID: String, token: String) -> String {
+        "/androidpublisher/v3/applications/" + RetryingCall.percentEncoded(configuration.packageName)
+            + "/purchases/products/" + RetryingCall.percentEncoded(productID)
+            + "/tokens/" + RetryingCall.percentEncoded(token)
+    }
+
+    /// One operation: at most two rounds, the second only after a 401 with
+    /// a token that has since been dropped.
+    private func call(_ endpoint: Endpoint, _ method: String, _ path: String,
+                      deadline: ContinuousClock.Instant) throws(PlayAPIError) -> Data {
+        guard let url = URL(string: configuration.apiURL.absoluteString.trimmingSuffix("/") + path) else {
+            throw .unavailable("the URL for \(endpoint.rawValue) is malformed")
+        }
+        var round = 1
+        while true {
+            var tokenFailure: PlayAPIError?
+            var tokenUsed: String?
+            let answer = RetryingCall.send(
+                name: endpoint.rawValue, responseBytesMax: configuration.responseBytesMax, deadline: deadline,
+                observe: { status, seconds in observe(endpoint, status.map(StatusClass.init(status:)) ?? .error, seconds) }
+            ) {
+                // Asked on every attempt: a retry after a long Retry-After
+                // gets a token that is still fresh. Cheap while cached.
+                let accessToken: String
+                do throws(PlayAPIError) {
+                    accessToken = try tokens.token(deadline: deadline)
+                } catch {
+                    tokenFailure = error
+                    throw error
+                }
+                tokenUsed = accessToken
+                var request = URLRequest(url: url)
+                request.httpMethod = method
+                request.setValue("Bearer " + accessToken, forHTTPHeaderField: "Authorization")
+                request.setValue("application/json", forHTTPHeaderField: "Accept")
+                if method == "POST" { request.httpBody = Data() }
+                return request
+            }
+            if let tokenFailure { throw tokenFailure }
+            switch answer {
+            case .unavailable(let detail):
+                throw .unavailable(detail)
+            case .final(200..<300, let body):
+                return body
+            case .final(404, _), .final(410, _):
+                throw .notFound
+            case .final(401, let body):
+                // The token was revoked or has expired early: drop it (unless
+                // another caller already has) and try once with a new one.
+                if let tokenUsed { tokens.invalidate(token: tokenUsed) }
+                guard round == 1, ContinuousClock.now < deadline else {
+                    throw .refused(status: 401, reason: PlayAPIError.reason(body))
+                }
+                round += 1
+            case .final(let status, let body):
+                throw .refused(status: status, reason: PlayAPIError.reason(body))
+            }
+        }
+    }
+
+    /// Where decoding failed, by field names only: never a value.
+    static func decodingProblem(_ error: any Error) -> String {
+        let context: DecodingError.Context
+        switch error as? DecodingError {
+        case .typeMismatch(_, let found), .valueNotFound(_, let found), .dataCorrupted(let found):
+            context = found
+        case .keyNotFound(let key, let found):
+            return "no " + (found.codingPath + [key]).map(\.stringValue).joined(separator: ".")
+        default:
+            return "not JSON"
+        }
+        let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+        return path.isEmpty ? "not a JSON object" : "bad " + path
+    }
+
+    static func milliseconds(_ date: Date) -> Int64 {
+        Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+    }
+}
+
+/// Why a Google Play Developer API call gave no answer to use. No case ever
+/// holds an access token, an assertion or a purchase token.
+public enum PlayAPIError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// HTTP 404 or 410 from the API: Google knows no such purchase (or no
+    /// longer keeps it).
+    case notFound
+    /// Google could not be asked or did not answer: no connection, the time
+    /// limit, 429 and 5xx until the deadline, the token endpoint unreachable.
+    /// Nothing is known.
+    case unavailable(String)
+    /// Any other status, from the API or the token endpoint. `reason` is
+    /// Google's first `error.errors[].reason` (such as
+    /// `productNotOwnedByUser`), or the token endpoint's OAuth `error` (such
+    /// as `invalid_grant`: a deleted key, or a clock far off).
+    case refused(status: Int, reason: String?)
+    /// A success whose body is not what Google documents.
+    case malformedAnswer(String)
+
+    public var description: String {
+        switch self {
+        case .notFound: "not found"
+        case .unavailable(let detail): "unavailable: \(detail)"
+        case .refused(let status, let reason): "HTTP \(status) (reason \(reason ?? "none"))"
+        case .malformedAnswer(let detail): "malformed answer: \(detail)"
+        }
+    }
+
+    /// Longest reason kept. Google's are camelCase words or OAuth codes.
+    static let reasonCharactersMax = 64
+
+    /// The reason in an error body: Google API errors
+    /// (`{"error":{"errors":[{"reason":…}],"status":…}}`) or OAuth errors
+    /// (`{"error":"invalid_grant"}`). Only a short word of letters, digits,
+    /// `_`, `.` and `-` is kept, since it goes into logs and errors verbatim.
+    static func reason(_ body: Data) -> String? {
+        guard let object = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] else { return nil }
+        let found: String?
+        if let oauth = object["error"] as? String {
+            found = oauth
+        } else if let error = object["error"] as? [String: Any] {
+            let first = (error["errors"] as? [Any])?.first as? [String: Any]
+            found = (first?["reason"] as? String) ?? (error["status"] as? String)
+        } else {
+            found = nil
+        }
+        guard let found, !found.isEmpty, found.count <= reasonCharactersMax,
+              found.unicodeScalars.allSatisfy({ scalar in
+                  scalar.isASCII && (CharacterSet.alphanumerics.contains(scalar) || "_.-".unicodeScalars.contains(scalar))
+              })
+        else { return nil }
+        return found
+    }
+}
+
+extension String {
+    fileprivate func trimmingSuffix(_ suffix: String) -> String {
+        var text = self
+        while text.hasSuffix(suffix) { text.removeLast(suffix.count) }
+        return text
+    }
+}
