@@ -8,10 +8,17 @@
 -- request, in order. The outcome of a request is what it would be applied
 -- alone, one after another in batch order, duplicates included.
 --
--- Outcomes: credited, replayed, flow_no_conflict, unknown_product,
+-- Outcomes: credited, replayed, flow_no_conflict (the flowNO is credited
+-- to another user, product or quantity, or the request's Google purchase
+-- token is credited under another flowNO), unknown_product,
 -- amount_mismatch (the caller claimed an amount other than catalog ×
 -- quantity), revoked (Apple's decisive word on this never-credited flowNO
 -- is a REFUND; see wallet.appstore_refund_states).
+--
+-- p_purchase_tokens holds, per request, its Google Play purchase token (NULL
+-- for other stores; the array itself may be NULL). A Google Play credit also
+-- queues its consume call in wallet.outbox, in the same transaction: once
+-- credited, the purchase is consumed.
 --
 -- The batch's flowNOs are locked first (wallet.lock_flow_nos), before
 -- anything is read, so a credit and Apple's refund of the same flowNO
@@ -26,7 +33,7 @@
 -- sequentially, and array parameters had statements planned again on
 -- calls (one-credit calls ran at 1,066/s with re-planning and 2,070/s
 -- without; 16-credit calls the same either way).
-CREATE OR REPLACE FUNCTION wallet.credit_many(p_requests wallet.credit_request[])
+CREATE OR REPLACE FUNCTION wallet.credit_many(p_requests wallet.credit_request[], p_purchase_tokens TEXT[])
 RETURNS SETOF wallet.credit_result
 LANGUAGE plpgsql
 SET enable_seqscan = off
@@ -41,6 +48,8 @@ DECLARE
     op_product  wallet.products[];
     op_revoked  BOOLEAN[];
     op_first    INTEGER[];
+    -- Per request: whether its purchase token is credited under another flowNO.
+    op_token_elsewhere BOOLEAN[];
     -- Per request: the wallet it touches (NULL for none), and that wallet's
     -- number among the locked ones.
     op_key      wallet.wallet_key[] := array_fill(NULL::wallet.wallet_key, ARRAY[v_count]);
@@ -54,6 +63,7 @@ DECLARE
     g_credited  INTEGER[] := array_fill(NULL::INTEGER, ARRAY[v_count]);
     r           wallet.credit_request;
     v_first     wallet.credit_request;
+    v_token     TEXT;
     v_credit    wallet.credits;
     v_product   wallet.products;
     v_wallet    wallet.batch_wallet;
@@ -69,14 +79,15 @@ BEGIN
     PERFORM wallet.lock_flow_nos(ARRAY(SELECT q.flow_no FROM unnest(p_requests) q));
 
     SELECT array_agg(c ORDER BY u.ord), array_agg(p ORDER BY u.ord), array_agg(s.flow_no IS NOT NULL ORDER BY u.ord),
-           array_agg(u.first ORDER BY u.ord)
-    INTO op_credit, op_product, op_revoked, op_first
-    FROM (SELECT q.flow_no, q.product_id, q.ordinality AS ord,
+           array_agg(u.first ORDER BY u.ord), array_agg(t.flow_no IS NOT NULL ORDER BY u.ord)
+    INTO op_credit, op_product, op_revoked, op_first, op_token_elsewhere
+    FROM (SELECT q.flow_no, q.product_id, p_purchase_tokens[q.ordinality] AS purchase_token, q.ordinality AS ord,
                  min(q.ordinality) OVER (PARTITION BY q.flow_no)::INTEGER AS first
           FROM unnest(p_requests) WITH ORDINALITY q) u
     LEFT JOIN wallet.credits c ON c.flow_no = u.flow_no
     LEFT JOIN wallet.products p ON p.product_id = u.product_id AND p.active
-    LEFT JOIN wallet.appstore_refund_states s ON s.flow_no = u.flow_no AND s.notification_type = 'REFUND';
+    LEFT JOIN wallet.appstore_refund_states s ON s.flow_no = u.flow_no AND s.notification_type = 'REFUND'
+    LEFT JOIN wallet.credits t ON t.purchase_token = u.purchase_token AND t.flow_no <> u.flow_no;
 
     -- First pass: settle what does not depend on order, and name each
     -- request's wallet.
@@ -88,6 +99,8 @@ BEGIN
             IF v_credit.user_id = r.user_id THEN
                 op_key[i] := ROW(r.user_id, v_credit.currency);
             END IF;
+        ELSIF op_token_elsewhere[i] THEN
+            v_results[i] := ROW('flow_no_conflict', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
         ELSIF op_revoked[i] THEN
             v_results[i] := ROW('revoked', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
         ELSIF v_product.product_id IS NULL THEN
@@ -105,10 +118,12 @@ BEGIN
     FOR i IN 1 .. v_count LOOP
         CONTINUE WHEN (v_results[i]).outcome IS NOT NULL;
         r := p_requests[i];
+        v_token := p_purchase_tokens[i];
         v_credit := op_credit[i];
         v_earlier := g_credited[op_first[i]];
         IF v_credit.flow_no IS NOT NULL THEN
-            IF v_credit.user_id = r.user_id AND v_credit.product_id = r.product_id AND v_credit.quantity = r.quantity THEN
+            IF v_credit.user_id = r.user_id AND v_credit.product_id = r.product_id AND v_credit.quantity = r.quantity
+               AND v_credit.purchase_token IS NOT DISTINCT FROM v_token THEN
                 v_results[i] := ROW('replayed', v_credit.currency, v_credit.amount, v_credit.status, v_credit.entry_id,
                                     v_credit.created_at, (v_wallets[op_wallet[i]]).balance, NULL,
                                     (v_wallets[op_wallet[i]]).held);
@@ -118,7 +133,8 @@ BEGIN
         ELSIF v_earlier IS NOT NULL THEN
             -- A flowNO credited earlier in this batch.
             v_first := p_requests[v_earlier];
-            IF v_first.user_id = r.user_id AND v_first.product_id = r.product_id AND v_first.quantity = r.quantity THEN
+            IF v_first.user_id = r.user_id AND v_first.product_id = r.product_id AND v_first.quantity = r.quantity
+               AND p_purchase_tokens[v_earlier] IS NOT DISTINCT FROM v_token THEN
                 v_result := v_results[v_earlier];
                 v_result.outcome := 'replayed';
                 v_result.balance := (v_wallets[op_wallet[v_earlier]]).balance;
@@ -142,7 +158,7 @@ BEGIN
             -- Columns in the tables' order.
             v_credits[cardinality(v_credits) + 1] := ROW(
                 r.flow_no, r.user_id, r.product_id, r.quantity, v_product.currency, v_amount, 'credited', r.source,
-                r.environment, r.client, v_entry_id, NULL, NULL, now(), now())::wallet.credits;
+                r.environment, r.client, v_entry_id, NULL, NULL, now(), now(), v_token)::wallet.credits;
             v_entries[cardinality(v_entries) + 1] := ROW(
                 v_entry_id, r.user_id, v_product.currency, v_amount, v_wallet.balance, 'credit', r.flow_no, r.client,
                 now(), NULL)::wallet.entries;
@@ -153,15 +169,28 @@ BEGIN
         -- The flowNO locks keep other credits of these flowNOs out; the
         -- unique flowNO still stops a writer that bypasses them.
         INSERT INTO wallet.credits (flow_no, user_id, product_id, quantity, currency, amount,
-                                    source, environment, client, entry_id)
+                                    source, environment, client, entry_id, purchase_token)
         SELECT c.flow_no, c.user_id, c.product_id, c.quantity, c.currency, c.amount, c.source, c.environment,
-               c.client, c.entry_id
+               c.client, c.entry_id, c.purchase_token
         FROM unnest(v_credits) c
         ON CONFLICT (flow_no) DO NOTHING;
         GET DIAGNOSTICS v_written = ROW_COUNT;
         PERFORM wallet.finish_batch('credit_many', v_written, cardinality(v_credits), v_wallets, v_entries);
+        INSERT INTO wallet.outbox (kind, key, flow_no, environment, window_ends_at)
+        SELECT 'googleplay_consume', c.purchase_token, c.flow_no, c.environment, now() + INTERVAL '3 days'
+        FROM unnest(v_credits) c
+        WHERE c.purchase_token IS NOT NULL
+        ON CONFLICT (kind, key) DO NOTHING;
     END IF;
 
     RETURN QUERY SELECT * FROM unnest(v_results);
 END;
+$$;
+
+-- The previous release's call, without purchase tokens: instances not yet
+-- upgraded keep crediting while the new ones start.
+CREATE OR REPLACE FUNCTION wallet.credit_many(p_requests wallet.credit_request[])
+RETURNS SETOF wallet.credit_result
+LANGUAGE sql AS $$
+    SELECT * FROM wallet.credit_many(p_requests, NULL::TEXT[]);
 $$;

@@ -51,9 +51,9 @@ BEGIN
         HAVING count(*) FILTER (WHERE e.kind = 'refund') > 0
     ), answered AS (
         SELECT c.user_id, c.currency, count(*) AS answered
-        FROM wallet.appstore_consumption_requests q
+        FROM wallet.outbox q
         JOIN wallet.credits c ON c.flow_no = q.flow_no
-        WHERE q.status = 'sent' AND q.sent_at >= v_since
+        WHERE q.kind = 'appstore_consumption' AND q.status = 'sent' AND q.sent_at >= v_since
         GROUP BY c.user_id, c.currency
     )
     SELECT a.user_id::TEXT, a.currency::TEXT, a.refunds, a.refunded, a.purchases, w.balance,

@@ -4,18 +4,22 @@
 -- sale (`active`). An inactive product is refused for new credits. Left
 -- out, `active` is true for a new product and unchanged for an existing
 -- one, so a price change never puts a product back on sale by accident.
+-- `google_product_id` names the product in Google Play when its id there
+-- differs from ours (lowercase letters, digits, `.` and `_`); left out, it
+-- stays as it is, and an empty one sets it back to the product's own id.
 -- Past credits keep the amount stored with them; a change applies only to
 -- later credits. The change goes to wallet.admin_audit under the given
 -- operator, or under the database session_user when none is given.
 --
 -- Run:
 --   psql -X "$WALLET_DATABASE_URL" -v ON_ERROR_STOP=1 -v product_id=guodong600 -v amount=700 -v currency=coin -v operator='alice' -v reason='summer promotion' -f Scripts/admin/product.sql
--- `active`, `operator` and `reason` are optional: add -v active=false to take
--- a product off sale, -v active=true to put it back.
+-- `active`, `operator`, `reason` and `google_product_id` are optional: add
+-- -v active=false to take a product off sale, -v active=true to put it back,
+-- -v google_product_id=coins_600 to name its Google Play product.
 --
 -- Prints one line, e.g.
---   updated product guodong600: 700 coin, active
---   created product guodong9000: 9000 coin, inactive
+--   updated product guodong600: 700 coin, active, Google Play guodong600
+--   created product guodong9000: 9000 coin, inactive, Google Play coins_9000
 
 \set ON_ERROR_STOP on
 \set QUIET on
@@ -39,6 +43,13 @@
 \else
     \set active ''
 \endif
+-- Unset, `google_product_id` keeps the product's Google Play id as it is.
+\if :{?google_product_id}
+    \set google_product_set true
+\else
+    \set google_product_set false
+    \set google_product_id ''
+\endif
 \if :{?operator}
 \else
     \set operator ''
@@ -48,7 +59,8 @@
     \set reason ''
 \endif
 
-SELECT format('%s product %s: %s %s, %s', p.outcome, p.product_id, p.amount, p.currency,
-              CASE WHEN p.active THEN 'active' ELSE 'inactive' END)
+SELECT format('%s product %s: %s %s, %s, Google Play %s', p.outcome, p.product_id, p.amount, p.currency,
+              CASE WHEN p.active THEN 'active' ELSE 'inactive' END, p.google_product_id)
 FROM wallet.upsert_product(:'product_id', :'amount'::BIGINT, :'currency', NULLIF(:'active', '')::BOOLEAN,
-                           NULLIF(:'operator', ''), NULLIF(:'reason', '')) p;
+                           NULLIF(:'operator', ''), NULLIF(:'reason', ''),
+                           CASE WHEN :'google_product_set'::BOOLEAN THEN :'google_product_id' END) p;

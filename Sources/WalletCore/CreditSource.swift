@@ -8,6 +8,8 @@ public enum CreditSource: String, Sendable, CaseIterable {
     /// A bare transaction id, turned into a signed transaction by the App
     /// Store Server API's Get Transaction Info and verified like one.
     case appStoreAPI = "appstore-api"
+    /// A Google Play purchase token, looked up with the Android Publisher API.
+    case googlePlay = "googleplay"
     /// The calling app backend vouches for the purchase.
     case caller
 }

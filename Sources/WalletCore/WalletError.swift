@@ -23,9 +23,12 @@ public enum WalletError: Error, Sendable, Equatable {
     case amountMismatch(expected: Int64)
     /// The idempotency key was used before for a different request.
     case idempotencyKeyReused
-    /// App Store evidence did not hold; `reason` is a stable code.
+    /// The store's evidence did not hold; `reason` is a stable code.
     case verificationFailed(reason: String, detail: String)
-    /// Apple could not be asked right now.
+    /// The store says the purchase is not paid yet (Google Play's pending
+    /// state); the same request succeeds once it is.
+    case purchasePending
+    /// The store could not be asked right now.
     case verificationUnavailable
     /// The caller made too many lookups of a kind that is limited; retry
     /// after `retryAfterSeconds`.

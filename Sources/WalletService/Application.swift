@@ -1,5 +1,6 @@
 import AppStore
 import Foundation
+import GooglePlay
 import HTTPServer
 import Locking
 import Synchronization
@@ -30,8 +31,9 @@ public final class Application: Sendable {
     let serverAPI: ServerAPIClient?
     /// Notification-history sweeps, when the API is set up and the interval is not 0.
     private let reconcile: ReconcileSchedule?
-    /// Consumption answers, when the operator consents.
-    private let consumption: ConsumptionSender?
+    /// The outbox's calls: consumption answers when the operator consents,
+    /// Google Play consumes when Google Play is set up.
+    private let outbox: OutboxSender?
     private let holdSweeper: HoldSweeper
     private let logger: Logger
     private let upkeep: Upkeep
@@ -68,10 +70,16 @@ public final class Application: Sendable {
         // is told to retry.
         notificationWork = BlockingWork(threads: Self.notificationThreads, queueDepthMax: Self.notificationQueueDepthMax,
                                         name: "wallet-notifications")
+        let googlePlay = try GooglePlaySetup.client(configuration, metrics: metrics)
+        let policy = PurchasePolicy(allowTestPurchases: configuration.google.allowTestPurchases,
+                                    requireAccountID: configuration.google.requireAccountID)
+        let googleCredits = googlePlay.map { [ledger] in
+            GooglePlayCredits(client: $0, policy: policy, ledger: ledger, logger: logger)
+        }
         let api = WalletAPI(
             ledger: ledger, authenticator: Authenticator(ledger: ledger),
             credits: CreditVerification(configuration: configuration, transactions: transactions, serverAPI: serverAPI,
-                                        logger: logger),
+                                        googlePlay: googleCredits, logger: logger),
             blockingWork: blockingWork, metrics: metrics, readiness: readiness, requestTimeoutSeconds: configuration.requestTimeoutSeconds,
             logger: logger)
         api.register(on: router)
@@ -90,14 +98,16 @@ public final class Application: Sendable {
         } else {
             reconcile = nil
         }
+        var outboxHandlers: [OutboxSender.Handler] = []
         if let serverAPI, configuration.apple.api.consumptionConsent {
-            consumption = ConsumptionSender(ledger: ledger, client: serverAPI,
-                                            preference: configuration.apple.api.refundPreference,
-                                            readiness: readiness, metrics: metrics, logger: logger)
-        } else {
-            consumption = nil
+            outboxHandlers.append(.appStoreConsumption(client: serverAPI, preference: configuration.apple.api.refundPreference,
+                                                       metrics: metrics))
         }
-
+        if let googlePlay {
+            outboxHandlers.append(.googlePlayConsume(client: googlePlay, metrics: metrics))
+        }
+        outbox = outboxHandlers.isEmpty ? nil
+            : OutboxSender(ledger: ledger, handlers: outboxHandlers, readiness: readiness, logger: logger)
         if configuration.adminConsole {
             consoleWork = BlockingWork(threads: 2, queueDepthMax: 64, name: "wallet-console")
             AdminConsole(ledger: ledger, readiness: readiness, work: consoleWork!, configuration: configuration,
@@ -134,7 +144,7 @@ public final class Application: Sendable {
     public func start() throws {
         upkeep.start()
         reconcile?.start()
-        consumption?.start()
+        outbox?.start()
         holdSweeper.start()
         try server.start()
         logger.info("listening", ["http.address": "\(configuration.listen.host):\(port)"])
@@ -154,7 +164,7 @@ public final class Application: Sendable {
         notificationWork.stop(timeoutSeconds: 10)
         consoleWork?.stop(timeoutSeconds: 10)
         reconcile?.stop()
-        consumption?.stop()
+        outbox?.stop()
         holdSweeper.stop()
         upkeep.stop()
         ledger.shutdown(timeoutSeconds: 10)

@@ -56,6 +56,21 @@ public struct Configuration: Sendable {
     public var batchOperationsMax = 256
 
     public var apple = Apple()
+    public var google = Google()
+
+    /// Google Play: the service account that calls the Android Publisher
+    /// API, the app's package, and what purchases are accepted.
+    public struct Google: Sendable {
+        /// The service account's JSON key; read at start-up, never logged.
+        public var serviceAccountFile: String?
+        public var packageName: String?
+        public var apiURL = "https://androidpublisher.googleapis.com"
+        public var apiTimeoutSeconds = 10
+        /// Licence testers' purchases (`purchaseType` 0), credited with environment `Test`.
+        public var allowTestPurchases = false
+        /// Refuse a purchase without `obfuscatedExternalAccountId`.
+        public var requireAccountID = false
+    }
 
     public struct Apple: Sendable {
         public var bundleIDs: [String] = []
@@ -210,6 +225,15 @@ public struct Configuration: Sendable {
         configuration.apple.sharedSecret = reader.string("WALLET_APPLE_SHARED_SECRET")
         configuration.apple.api = try readServerAPI(&reader)
 
+        // Google Play.
+        configuration.google.serviceAccountFile = reader.string("WALLET_GOOGLE_SERVICE_ACCOUNT_FILE")
+        configuration.google.packageName = reader.string("WALLET_GOOGLE_PACKAGE_NAME")
+        configuration.google.apiURL = try reader.url("WALLET_GOOGLE_API_URL") ?? configuration.google.apiURL
+        configuration.google.apiTimeoutSeconds = try reader.integer("WALLET_GOOGLE_API_TIMEOUT_SECONDS", in: 1...120)
+            ?? configuration.google.apiTimeoutSeconds
+        configuration.google.allowTestPurchases = try reader.exactBoolean("WALLET_GOOGLE_ALLOW_TEST_PURCHASES") ?? false
+        configuration.google.requireAccountID = try reader.exactBoolean("WALLET_GOOGLE_REQUIRE_ACCOUNT_ID") ?? false
+
         // Credit verification: App Store JWS alone for a real deployment,
         // the caller's word on the development database.
         if let modes = reader.list("WALLET_CREDIT_VERIFICATION") {
@@ -217,7 +241,7 @@ public struct Configuration: Sendable {
             for mode in modes {
                 guard let value = CreditVerification(rawValue: mode) else {
                     throw ConfigurationError(variable: "WALLET_CREDIT_VERIFICATION",
-                                             message: "\(mode) is not one of appstore-jws, appstore-receipt, appstore-api, caller")
+                                             message: "\(mode) is not one of appstore-jws, appstore-receipt, appstore-api, googleplay, caller")
                 }
                 parsed.insert(value)
             }
@@ -263,6 +287,12 @@ public struct Configuration: Sendable {
     /// What `serve` needs beyond `load`: the tools (migrate, keys, check)
     /// run without App Store settings.
     public func validateForServing() throws(ConfigurationError) {
+        if creditVerification.contains(.googlePlay) {
+            for (variable, value) in [("WALLET_GOOGLE_SERVICE_ACCOUNT_FILE", google.serviceAccountFile),
+                                      ("WALLET_GOOGLE_PACKAGE_NAME", google.packageName)] where value == nil {
+                throw ConfigurationError(variable: variable, message: "must be set: WALLET_CREDIT_VERIFICATION includes googleplay")
+            }
+        }
         let appStoreModes: Set<CreditVerification> = [.appStoreJWS, .appStoreReceipt, .appStoreAPI]
         if usesServerAPI || apple.api.consumptionConsent {
             try validateServerAPI()

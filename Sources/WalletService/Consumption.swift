@@ -47,38 +47,53 @@ struct ConsumptionAnswer: Equatable {
     }
 }
 
-/// Sends queued consumption answers from the outbox, off every request
-/// path, on one thread: each due row is leased, its body computed from the
-/// ledger as it is now, and sent. A failure Apple may get over (no answer,
-/// 429, 5xx, 401) is retried with a doubling pause, within Apple's 12-hour
-/// window; a refusal, or the end of the window, fails the row for good.
-final class ConsumptionSender: Sendable {
+/// Sends what the outbox holds, off every request path, on one thread:
+/// each due row is leased, its call made by its kind's handler from the
+/// ledger as it is now, and the attempt recorded. A failure the store may
+/// get over is retried with a pause doubling from 5 s to 30 minutes, within
+/// the row's window (Apple's 12 hours for a consumption answer, the 3 days
+/// before Google refunds an unconsumed purchase); a refusal, or the end of
+/// the window, fails the row for good.
+final class OutboxSender: Sendable {
+    /// How one kind of row is sent.
+    struct Handler: Sendable {
+        var kind: OutboxKind
+        /// The longest one call takes, retries included.
+        var timeoutSeconds: Double
+        var send: @Sendable (LedgerStore.OutboxTask) -> Attempt
+        /// Counts what became of an attempt: `sent`, `retried` or `failed`.
+        var count: @Sendable (String) -> Void
+    }
+
+    /// One call's result, with the body sent when there is one.
+    enum Attempt: Sendable, Equatable {
+        case sent(body: String?)
+        /// The store may get over it: tried again later.
+        case retry(String, body: String?)
+        /// The store refused it for good.
+        case refused(String, body: String?)
+    }
+
     static let pollSeconds = 2.0
     static let batchMax = 20
-    static let windowSeconds: Int64 = 12 * 3600
     static let firstRetrySeconds = 5
     static let retrySecondsMax = 1_800
 
     private let ledger: Ledger
-    private let client: ServerAPIClient
-    private let preference: Configuration.RefundPreference
+    private let handlers: [OutboxKind: Handler]
     private let readiness: Readiness
-    private let metrics: Metrics
     private let logger: Logger
     private let state = Monitor(RunState())
 
-    init(ledger: Ledger, client: ServerAPIClient, preference: Configuration.RefundPreference, readiness: Readiness,
-         metrics: Metrics, logger: Logger) {
+    init(ledger: Ledger, handlers: [Handler], readiness: Readiness, logger: Logger) {
         self.ledger = ledger
-        self.client = client
-        self.preference = preference
+        self.handlers = Dictionary(uniqueKeysWithValues: handlers.map { ($0.kind, $0) })
         self.readiness = readiness
-        self.metrics = metrics
         self.logger = logger
     }
 
     func start() {
-        state.startThread(name: "wallet-consumption") { [self] stopping in
+        state.startThread(name: "wallet-outbox") { [self] stopping in
             while !stopping() {
                 if readiness.isSchemaReady { sendDue() }
                 state.pause(seconds: Self.pollSeconds)
@@ -91,61 +106,82 @@ final class ConsumptionSender: Sendable {
     }
 
     private func sendDue() {
-        let tasks: [LedgerStore.ConsumptionTask]
+        let tasks: [LedgerStore.OutboxTask]
         do {
             // Sent one after another: the lease outlasts every call of the
             // batch, so no other instance takes a row this one still holds.
-            tasks = try ledger.claimConsumption(
-                limit: Self.batchMax, leaseSeconds: Int(client.configuration.timeoutSeconds.rounded(.up)) * Self.batchMax + 60)
+            let longest = handlers.values.map(\.timeoutSeconds).max() ?? 10
+            tasks = try ledger.claimOutbox(Array(handlers.keys), limit: Self.batchMax,
+                                           leaseSeconds: Int(longest.rounded(.up)) * Self.batchMax + 60)
         } catch {
-            logger.warning("consumption answers could not be read", ["error": String(reflecting: error)])
+            logger.warning("the outbox could not be read", ["error": String(reflecting: error)])
             return
         }
-        for task in tasks { send(task) }
+        for task in tasks {
+            guard let handler = handlers[task.kind] else { continue }
+            send(task, handler)
+        }
     }
 
-    private func send(_ task: LedgerStore.ConsumptionTask) {
-        let answer = ConsumptionAnswer(creditStatus: task.creditStatus, creditedAmount: task.creditedAmount,
-                                       balance: task.balance, preference: preference)
-        let body = answer.json
-        let attempt = self.attempt(task, body: body)
-        metrics.countConsumption(attempt.status == "sent" ? .sent : attempt.status == "pending" ? .retried : .failed)
+    private func send(_ task: LedgerStore.OutboxTask, _ handler: Handler) {
+        let (status, failure, retrySeconds, body) = Self.decide(task, attempt: {
+            handler.send(task)
+        }, nowMilliseconds: Int64(Date().timeIntervalSince1970 * 1000))
+        handler.count(status == "sent" ? "sent" : status == "pending" ? "retried" : "failed")
         do {
-            try ledger.recordConsumptionAttempt(task.notificationUUID, status: attempt.status, body: body,
-                                                error: attempt.failure, retryInSeconds: attempt.retrySeconds)
+            try ledger.recordOutboxAttempt(task.kind, key: task.key, status: status, body: body, error: failure,
+                                           retryInSeconds: retrySeconds)
         } catch {
-            logger.warning("a consumption answer's attempt could not be recorded",
-                           ["appstore.notification_uuid": task.notificationUUID, "error": String(reflecting: error)])
+            logger.warning("an outbox attempt could not be recorded",
+                           ["outbox.kind": task.kind.rawValue, "flow_no": task.flowNo, "error": String(reflecting: error)])
         }
-        logger.info("consumption answer", ["appstore.notification_uuid": task.notificationUUID, "outcome": attempt.status,
-                                           "appstore.delivery_status": answer.deliveryStatus])
+        logger.info("outbox call", ["outbox.kind": task.kind.rawValue, "flow_no": task.flowNo, "outcome": status])
     }
 
-    /// Sends one answer: `sent`, `pending` again after `retrySeconds`, or `failed`.
-    private func attempt(_ task: LedgerStore.ConsumptionTask,
-                         body: String) -> (status: String, failure: String?, retrySeconds: Int) {
-        // Seconds since Apple asked: a request found by reconciliation may be old already.
-        let age = (Int64(Date().timeIntervalSince1970 * 1000) - task.requestedAtMilliseconds) / 1000
-        guard age < Self.windowSeconds else {
-            return ("failed", "Apple's 12-hour window had passed before it could be sent", 0)
+    /// What to record for a row: `sent`, `pending` again after the returned
+    /// seconds, or `failed`; the store is not asked once the window is over.
+    static func decide(_ task: LedgerStore.OutboxTask, attempt: () -> Attempt,
+                       nowMilliseconds: Int64) -> (status: String, failure: String?, retrySeconds: Int, body: String?) {
+        guard nowMilliseconds < task.windowEndsAtMilliseconds else {
+            return ("failed", "the store's window had passed before it could be sent", 0, nil)
         }
-        do {
-            try client.sendConsumption(task.flowNo, environment: Environment(rawValue: task.environment),
-                                       body: Data(body.utf8), deadline: client.deadline())
-            return ("sent", nil, 0)
-        } catch {
-            let retryable: Bool
-            switch error {
-            case .unavailable: retryable = true
-            case .refused(let code, _): retryable = code == 401
-            case .notFound, .malformedAnswer: retryable = false
+        switch attempt() {
+        case .sent(let body):
+            return ("sent", nil, 0, body)
+        case .refused(let failure, let body):
+            return ("failed", failure, 0, body)
+        case .retry(let failure, let body):
+            let retry = min(firstRetrySeconds << min(task.attempts, 20), retrySecondsMax)
+            if nowMilliseconds + Int64(retry) * 1000 >= task.windowEndsAtMilliseconds {
+                return ("failed", failure + "; the store's window ends before another attempt", 0, body)
             }
-            let retry = min(Self.firstRetrySeconds << min(task.attempts, 20), Self.retrySecondsMax)
-            if !retryable { return ("failed", error.description, 0) }
-            if age + Int64(retry) >= Self.windowSeconds {
-                return ("failed", error.description + "; Apple's 12-hour window ends before another attempt", 0)
-            }
-            return ("pending", error.description, retry)
+            return ("pending", failure, retry, body)
         }
+    }
+}
+
+extension OutboxSender.Handler {
+    /// Apple's consumption answers: the body computed from the credit and
+    /// balance as they are now, sent with Send Consumption Information.
+    static func appStoreConsumption(client: ServerAPIClient, preference: Configuration.RefundPreference,
+                                    metrics: Metrics) -> Self {
+        Self(kind: .appStoreConsumption, timeoutSeconds: client.configuration.timeoutSeconds, send: { task in
+            let answer = ConsumptionAnswer(creditStatus: task.creditStatus, creditedAmount: task.creditedAmount,
+                                           balance: task.balance, preference: preference)
+            let body = answer.json
+            do throws(ServerAPIClient.APIError) {
+                try client.sendConsumption(task.flowNo, environment: Environment(rawValue: task.environment),
+                                           body: Data(body.utf8), deadline: client.deadline())
+                return .sent(body: body)
+            } catch {
+                switch error {
+                case .unavailable: return .retry(error.description, body: body)
+                case .refused(401, _): return .retry(error.description, body: body)
+                case .refused, .notFound, .malformedAnswer: return .refused(error.description, body: body)
+                }
+            }
+        }, count: { outcome in
+            metrics.countConsumption(outcome == "sent" ? .sent : outcome == "retried" ? .retried : .failed)
+        })
     }
 }

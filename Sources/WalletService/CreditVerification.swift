@@ -9,17 +9,23 @@ import WalletCore
 ///   verified offline against the configured roots;
 /// - `receipt_data`: a StoreKit 1 receipt (`appstore-receipt`), checked with
 ///   Apple's verifyReceipt;
-/// - neither: Apple is asked about the bare flowNO (`appstore-api`) when that
+/// - `google_purchase_token`: a Google Play purchase (`googleplay`), looked
+///   up with the Android Publisher API;
+/// - none: Apple is asked about the bare flowNO (`appstore-api`) when that
 ///   mode is on, else the calling app backend vouches (`caller`).
 /// The mode must be enabled, or the request fails with `mode_not_enabled`.
-/// With App Store evidence, the flowNO must be the verified transaction id
-/// and the quantity is the verified one.
+/// With a store's evidence, the flowNO must be the verified transaction's
+/// (Google's is its orderId, so a Google request may leave it out) and the
+/// quantity is the verified one.
 struct CreditVerification: Sendable {
     struct Verified: Sendable, Equatable {
+        var flowNo: FlowNumber
         var quantity: Quantity
         var source: Configuration.CreditVerification
-        /// `Production` or `Sandbox` for App Store evidence; nil for the caller's word.
+        /// `Production` or `Sandbox` for App Store evidence, `Production`,
+        /// `Test` or `Promo` for Google Play's; nil for the caller's word.
         var environment: String?
+        var purchaseToken: String?
     }
 
     let modes: Set<Configuration.CreditVerification>
@@ -31,9 +37,13 @@ struct CreditVerification: Sendable {
     let lookups = TransactionLookups()
     /// The environments asked, in order: Production, then Sandbox when allowed.
     let apiEnvironments: [Environment]
+    /// Set when `googleplay` is on.
+    let googlePlay: GooglePlayCredits?
     let logger: Logger
 
-    init(configuration: Configuration, transactions: SignedDataVerifier, serverAPI: ServerAPIClient?, logger: Logger) {
+    init(configuration: Configuration, transactions: SignedDataVerifier, serverAPI: ServerAPIClient?,
+         googlePlay: GooglePlayCredits?, logger: Logger) {
+        self.googlePlay = configuration.creditVerification.contains(.googlePlay) ? googlePlay : nil
         modes = configuration.creditVerification
         self.serverAPI = configuration.creditVerification.contains(.appStoreAPI) ? serverAPI : nil
         self.logger = logger
@@ -53,13 +63,14 @@ struct CreditVerification: Sendable {
     func mode(of body: CreditBody) -> Configuration.CreditVerification {
         if body.signedTransaction != nil { return .appStoreJWS }
         if body.receiptData != nil { return .appStoreReceipt }
+        if body.googlePurchaseToken != nil { return .googlePlay }
         return modes.contains(.appStoreAPI) ? .appStoreAPI : .caller
     }
 
     /// True when verifying `body` waits on the network, so it must not run
     /// on a server thread.
     func blocks(_ body: CreditBody) -> Bool {
-        [.appStoreReceipt, .appStoreAPI].contains(mode(of: body))
+        [.appStoreReceipt, .appStoreAPI, .googlePlay].contains(mode(of: body))
     }
 
     func verify(_ body: CreditBody) throws -> Verified {
@@ -69,16 +80,30 @@ struct CreditVerification: Sendable {
                 reason: "mode_not_enabled",
                 detail: "credit verification mode \(mode.rawValue) is not enabled on this service")
         }
+        // Only a Google request may leave the flowNO out (CreditBody checks).
         switch mode {
         case .caller:
-            return Verified(quantity: body.quantity ?? .one, source: .caller, environment: nil)
+            return Verified(flowNo: try flowNo(body), quantity: body.quantity ?? .one, source: .caller, environment: nil)
         case .appStoreJWS:
             return try verifySignedTransaction(body.signedTransaction ?? "", body)
         case .appStoreReceipt:
             return try verifyReceipt(body.receiptData ?? "", body)
         case .appStoreAPI:
             return try verifyWithServerAPI(body)
+        case .googlePlay:
+            guard let googlePlay, let token = body.googlePurchaseToken else { throw WalletError.verificationUnavailable }
+            let verified = try googlePlay.verify(token: token, userID: body.userID, productID: body.productID,
+                                                 requestedFlowNo: body.flowNo, requestedQuantity: body.quantity)
+            return Verified(flowNo: verified.flowNo, quantity: verified.quantity, source: .googlePlay,
+                            environment: verified.environment, purchaseToken: token)
         }
+    }
+
+    private func flowNo(_ body: CreditBody) throws -> FlowNumber {
+        guard let flowNo = body.flowNo else {
+            throw WalletError.validationFailed([FieldError(field: "flow_no", message: "is required")])
+        }
+        return flowNo
     }
 
     /// Asks Get Transaction Info on Production, then on Sandbox after
@@ -86,7 +111,7 @@ struct CreditVerification: Sendable {
     /// the signed transaction it returns like one the app sent.
     private func verifyWithServerAPI(_ body: CreditBody) throws -> Verified {
         guard let serverAPI else { throw WalletError.verificationUnavailable }
-        let flowNo = body.flowNo.rawValue
+        let flowNo = try self.flowNo(body).rawValue
         switch lookups.admit(flowNo: flowNo, userID: body.userID.rawValue) {
         case .ask: break
         case .knownNotFound: throw Self.transactionNotFound
@@ -120,8 +145,9 @@ struct CreditVerification: Sendable {
             throw WalletError.verificationFailed(reason: error.reason.rawValue, detail: error.detail)
         }
         let quantity: Int
+        let flowNo = try self.flowNo(body)
         do {
-            quantity = try policy.check(transaction.payload, flowNo: body.flowNo.rawValue, productID: body.productID.rawValue,
+            quantity = try policy.check(transaction.payload, flowNo: flowNo.rawValue, productID: body.productID.rawValue,
                                         userID: body.userID.rawValue, requestedQuantity: body.quantity?.value)
         } catch {
             throw WalletError.verificationFailed(reason: error.reason, detail: error.detail)
@@ -129,13 +155,15 @@ struct CreditVerification: Sendable {
         guard let verifiedQuantity = Quantity(quantity) else {
             throw WalletError.verificationFailed(reason: "malformed", detail: "the signed quantity is out of range")
         }
-        return Verified(quantity: verifiedQuantity, source: source, environment: transaction.payload.environment.rawValue)
+        return Verified(flowNo: flowNo, quantity: verifiedQuantity, source: source,
+                        environment: transaction.payload.environment.rawValue)
     }
 
     private func verifyReceipt(_ receipt: String, _ body: CreditBody) throws -> Verified {
         let purchase: ReceiptVerifier.VerifiedReceiptPurchase
+        let flowNo = try self.flowNo(body)
         do {
-            purchase = try receipts.verify(receiptData: receipt, transactionID: body.flowNo.rawValue,
+            purchase = try receipts.verify(receiptData: receipt, transactionID: flowNo.rawValue,
                                            productID: body.productID.rawValue)
         } catch {
             switch error {
@@ -150,6 +178,6 @@ struct CreditVerification: Sendable {
             throw WalletError.verificationFailed(reason: "transaction_mismatch",
                                                  detail: "the request's quantity differs from the receipt's")
         }
-        return Verified(quantity: quantity, source: .appStoreReceipt, environment: purchase.environment)
+        return Verified(flowNo: flowNo, quantity: quantity, source: .appStoreReceipt, environment: purchase.environment)
     }
 }

@@ -1,5 +1,6 @@
 import AppStore
 import Foundation
+import GooglePlay
 import Locking
 import WalletStore
 
@@ -90,13 +91,26 @@ final class Metrics: Sendable, StoreMetrics {
         var databaseErrors: [String: UInt64] = [:]
         var batches: [String: Histogram] = [:]
         var notifications: [NotificationKey: UInt64] = [:]
-        var appleRequests: [AppleRequestKey: Histogram] = [:]
+        var storeRequests: [StoreRequestKey: Histogram] = [:]
         var consumption: [String: UInt64] = [:]
+        var googleConsumes: [String: UInt64] = [:]
     }
 
-    private struct AppleRequestKey: Hashable {
-        var endpoint: ServerAPIClient.Endpoint
-        var status: ServerAPIClient.StatusClass
+    /// The stores whose server APIs the service calls; each has its own
+    /// metric families, `wallet_<store>_api_requests_total` and
+    /// `wallet_<store>_api_request_duration_seconds`.
+    enum Store: String, CaseIterable {
+        case appStore = "appstore"
+        case googlePlay = "googleplay"
+
+        var displayName: String { self == .appStore ? "App Store Server API" : "Google Play Developer API" }
+    }
+
+    /// One exchange's labels, each from its client's fixed set.
+    private struct StoreRequestKey: Hashable {
+        var store: Store
+        var endpoint: String
+        var status: String
     }
 
     /// How a consumption answer ended, for `wallet_appstore_consumption_total`.
@@ -134,6 +148,7 @@ final class Metrics: Sendable, StoreMetrics {
                 state.notifications[NotificationKey(outcome: failure.rawValue)] = 0
             }
             for outcome in ConsumptionOutcome.allCases { state.consumption[outcome.rawValue] = 0 }
+            for outcome in ConsumptionOutcome.allCases { state.googleConsumes[outcome.rawValue] = 0 }
         }
     }
 
@@ -193,11 +208,25 @@ final class Metrics: Sendable, StoreMetrics {
 
     /// One exchange with the App Store Server API; both labels are fixed sets.
     func observeAppleRequest(endpoint: ServerAPIClient.Endpoint, status: ServerAPIClient.StatusClass, seconds: Double) {
+        observeStoreRequest(StoreRequestKey(store: .appStore, endpoint: endpoint.rawValue, status: status.rawValue), seconds)
+    }
+
+    /// One exchange with the Google Play Developer API (its token endpoint
+    /// included); both labels are fixed sets.
+    func observeGoogleRequest(endpoint: PlayClient.Endpoint, status: PlayClient.StatusClass, seconds: Double) {
+        observeStoreRequest(StoreRequestKey(store: .googlePlay, endpoint: endpoint.rawValue, status: status.rawValue), seconds)
+    }
+
+    private func observeStoreRequest(_ key: StoreRequestKey, _ seconds: Double) {
         state.withLock { state in
-            state.appleRequests[AppleRequestKey(endpoint: endpoint, status: status),
-                                default: Histogram(bucketCount: Self.latencyBucketsSeconds.count)]
+            state.storeRequests[key, default: Histogram(bucketCount: Self.latencyBucketsSeconds.count)]
                 .observe(seconds, bounds: Self.latencyBucketsSeconds)
         }
+    }
+
+    /// How a Google Play consume ended (the outcomes of Apple's consumption answers).
+    func countGoogleConsume(_ outcome: ConsumptionOutcome) {
+        state.withLock { $0.googleConsumes[outcome.rawValue, default: 0] += 1 }
     }
 
     func countConsumption(_ outcome: ConsumptionOutcome, by count: Int = 1) {
@@ -256,24 +285,27 @@ final class Metrics: Sendable, StoreMetrics {
             let labels = key.reason.map { "outcome=\"\(key.outcome)\",reason=\"\($0)\"" } ?? "outcome=\"\(key.outcome)\""
             out += "wallet_appstore_notifications_total{\(labels)} \(snapshot.notifications[key]!)\n"
         }
-        let appleKeys = snapshot.appleRequests.keys.sorted {
-            ($0.endpoint.rawValue, $0.status.rawValue) < ($1.endpoint.rawValue, $1.status.rawValue)
-        }
-        out += "# HELP wallet_appstore_api_requests_total App Store Server API requests by endpoint and status class.\n"
-        out += "# TYPE wallet_appstore_api_requests_total counter\n"
-        for key in appleKeys {
-            out += "wallet_appstore_api_requests_total{endpoint=\"\(key.endpoint.rawValue)\",status=\"\(key.status.rawValue)\"} "
-                + "\(snapshot.appleRequests[key]!.count)\n"
-        }
-        out += "# HELP wallet_appstore_api_request_duration_seconds App Store Server API latency by endpoint and status class.\n"
-        out += "# TYPE wallet_appstore_api_request_duration_seconds histogram\n"
-        for key in appleKeys {
-            histogram(&out, name: "wallet_appstore_api_request_duration_seconds",
-                      labels: "endpoint=\"\(key.endpoint.rawValue)\",status=\"\(key.status.rawValue)\"",
-                      histogram: snapshot.appleRequests[key]!, bounds: Self.latencyBucketsSeconds)
+        for store in Store.allCases {
+            let keys = snapshot.storeRequests.keys.filter { $0.store == store }.sorted { ($0.endpoint, $0.status) < ($1.endpoint, $1.status) }
+            let family = "wallet_\(store.rawValue)_api"
+            out += "# HELP \(family)_requests_total \(store.displayName) requests by endpoint and status class.\n"
+            out += "# TYPE \(family)_requests_total counter\n"
+            for key in keys {
+                out += "\(family)_requests_total{endpoint=\"\(key.endpoint)\",status=\"\(key.status)\"} "
+                    + "\(snapshot.storeRequests[key]!.count)\n"
+            }
+            out += "# HELP \(family)_request_duration_seconds \(store.displayName) latency by endpoint and status class.\n"
+            out += "# TYPE \(family)_request_duration_seconds histogram\n"
+            for key in keys {
+                histogram(&out, name: "\(family)_request_duration_seconds",
+                          labels: "endpoint=\"\(key.endpoint)\",status=\"\(key.status)\"",
+                          histogram: snapshot.storeRequests[key]!, bounds: Self.latencyBucketsSeconds)
+            }
         }
         counters(&out, name: "wallet_appstore_consumption_total", help: "Consumption answers to Apple by outcome.",
                  label: "outcome", values: snapshot.consumption)
+        counters(&out, name: "wallet_googleplay_consume_total", help: "Google Play purchases consumed, by outcome.",
+                 label: "outcome", values: snapshot.googleConsumes)
         counters(&out, name: "wallet_coins_total", help: "Coins moved by the service, by kind, counted after COMMIT.",
                  label: "kind", values: snapshot.coins)
         out += "# HELP wallet_ready 1 when the service is ready (as /readyz answers 200), else 0.\n"

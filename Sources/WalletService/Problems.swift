@@ -58,9 +58,13 @@ extension WalletError: ProblemConvertible {
         case .verificationFailed(let reason, let detail):
             return Problem(status: 422, code: "verification_failed", title: "Verification failed", detail: detail,
                            extra: ["reason": .string(reason)])
+        case .purchasePending:
+            return Problem(status: 409, code: "purchase_pending", title: "Purchase pending",
+                           detail: "the store says this purchase is not paid yet; retry the same request once it is",
+                           headers: [("Retry-After", "30")])
         case .verificationUnavailable:
             return Problem(status: 503, code: "verification_unavailable", title: "Verification unavailable",
-                           detail: "Apple could not be reached to verify the purchase; retry later",
+                           detail: "the store could not be reached to verify the purchase; retry later",
                            headers: [("Retry-After", "5")])
         case .rateLimited(let seconds):
             return Problem(status: 429, code: "rate_limited", title: "Rate limited",

@@ -11,21 +11,24 @@ protocol RequestBody {
 
 struct CreditBody: RequestBody {
     var userID: UserID
-    var flowNo: FlowNumber
+    /// Required, but for a Google Play purchase, whose flowNO comes from
+    /// Google (when given, it must be that one).
+    var flowNo: FlowNumber?
     var productID: ProductID
-    /// nil when the request leaves it to the default (1) or to the App Store evidence.
+    /// nil when the request leaves it to the default (1) or to the store's evidence.
     var quantity: Quantity?
     var claimedAmount: Int64?
     var signedTransaction: String?
     var receiptData: String?
+    var googlePurchaseToken: String?
 
     static let members: Set<String> = ["user_id", "flow_no", "product_id", "quantity", "amount",
-                                       "signed_transaction", "receipt_data"]
+                                       "signed_transaction", "receipt_data", "google_purchase_token"]
+    static let evidence = ["signed_transaction", "receipt_data", "google_purchase_token"]
 
     init(json: JSONValue) throws {
         var fields = try FieldValidator(json, allowed: Self.members)
         let userID = fields.required("user_id", UserID.init, "must be 1-128 characters of [A-Za-z0-9._:@-]")
-        let flowNo = fields.required("flow_no", FlowNumber.init, "must be 1-128 characters of [A-Za-z0-9._:@-]")
         let productID = fields.required("product_id", ProductID.init, "must be 1-128 characters of [A-Za-z0-9._-]")
         quantity = fields.optional("quantity", { (value: Int) in Quantity(value) }, "must be an integer from 1 to 10")
         claimedAmount = fields.optional("amount", { (value: Int64) in Amount(value)?.value },
@@ -36,13 +39,39 @@ struct CreditBody: RequestBody {
         receiptData = fields.optional("receipt_data", { (value: String) in
             (1...(512 << 10)).contains(value.utf8.count) ? value : nil
         }, "must be a base64 receipt string")
-        if signedTransaction != nil && receiptData != nil {
-            fields.fail("receipt_data", "send signed_transaction or receipt_data, not both")
+        googlePurchaseToken = fields.optional("google_purchase_token", { (value: String) in
+            Self.isPurchaseToken(value) ? value : nil
+        }, "must be 1-1024 characters of [A-Za-z0-9._:-]")
+        // A member that is null counts as absent, as everywhere.
+        let sent = Self.evidence.filter { json[$0] != nil && json[$0] != .null }
+        if sent.contains("google_purchase_token") {
+            flowNo = fields.optional("flow_no", FlowNumber.init, "must be 1-128 characters of [A-Za-z0-9._:@-]")
+        } else {
+            flowNo = fields.required("flow_no", FlowNumber.init, "must be 1-128 characters of [A-Za-z0-9._:@-]")
+        }
+        if sent.count > 1 {
+            fields.fail(sent[1], "send one kind of purchase evidence, not \(sent.joined(separator: " and "))")
         }
         try fields.finish()
         self.userID = userID!
-        self.flowNo = flowNo!
         self.productID = productID!
+    }
+}
+
+extension CreditBody {
+    /// Google's purchase tokens are long runs of letters, digits, `.`, `_`
+    /// and `-`; `:` is allowed for tokens of test tools.
+    static func isPurchaseToken(_ text: String) -> Bool {
+        (1...1_024).contains(text.utf8.count) && text.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"),
+                 UInt8(ascii: ":"):
+                true
+            default:
+                false
+            }
+        }
     }
 }
 

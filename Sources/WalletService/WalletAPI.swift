@@ -62,9 +62,9 @@ struct WalletAPI: Sendable {
                               responder: Responder) throws {
         let verified = try alreadyCredited(body, deadline: deadline) ?? credits.verify(body)
         let operation = LedgerStore.CreditOperation(
-            client: client.name, flowNo: body.flowNo, userID: body.userID, productID: body.productID,
+            client: client.name, flowNo: verified.flowNo, userID: body.userID, productID: body.productID,
             quantity: verified.quantity, claimedAmount: body.claimedAmount, source: verified.source,
-            environment: verified.environment)
+            environment: verified.environment, purchaseToken: verified.purchaseToken)
         ledger.groupCommit.submit(.credit(operation), deadline: deadline) { result in
             respond(responder) {
                 guard case .credit(let credit) = try result.get() else { preconditionFailure("credit answered as debit") }
@@ -73,13 +73,30 @@ struct WalletAPI: Sendable {
         }
     }
 
-    /// For a bare flowNO checked with Apple: a flowNO already credited is
+    /// For evidence the service looks up with a store (a bare flowNO with
+    /// Apple, a purchase token with Google): a purchase already credited is
     /// answered from the ledger (a replay, a conflict or a refusal, as the
-    /// credit function decides) without asking Apple again.
+    /// credit function decides) without asking the store again.
     private func alreadyCredited(_ body: CreditBody, deadline: ContinuousClock.Instant) throws -> CreditVerification.Verified? {
-        guard credits.mode(of: body) == .appStoreAPI, let credit = try ledger.credit(body.flowNo, deadline: deadline),
-              let quantity = body.quantity ?? Quantity(credit.quantity) else { return nil }
-        return CreditVerification.Verified(quantity: quantity, source: .appStoreAPI, environment: nil)
+        switch credits.mode(of: body) {
+        case .appStoreAPI:
+            guard let flowNo = body.flowNo, let credit = try ledger.credit(flowNo, deadline: deadline),
+                  let quantity = body.quantity ?? Quantity(credit.quantity) else { return nil }
+            return CreditVerification.Verified(flowNo: flowNo, quantity: quantity, source: .appStoreAPI, environment: nil)
+        case .googlePlay:
+            guard let token = body.googlePurchaseToken, let credit = try ledger.credit(purchaseToken: token, deadline: deadline),
+                  let flowNo = FlowNumber(credit.flowNo), let quantity = body.quantity ?? Quantity(credit.quantity) else {
+                return nil
+            }
+            if let requested = body.flowNo, requested != flowNo {
+                throw WalletError.verificationFailed(reason: "transaction_mismatch",
+                                                     detail: "this purchase token is credited under another flowNO")
+            }
+            return CreditVerification.Verified(flowNo: flowNo, quantity: quantity, source: .googlePlay, environment: nil,
+                                               purchaseToken: token)
+        default:
+            return nil
+        }
     }
 
     private func creditResponse(_ result: LedgerStore.CreditResult, _ operation: LedgerStore.CreditOperation) throws -> Response {
@@ -89,7 +106,11 @@ struct WalletAPI: Sendable {
                 throw LedgerStore.StoreError.missingColumn(result.outcome.rawValue)
             }
             let replayed = result.outcome == .replayed
-            if !replayed { metrics.countCoins(.credited, credit.amount) }
+            if !replayed {
+                metrics.countCoins(.credited, credit.amount)
+                // The credit's transaction queued its consume.
+                if operation.purchaseToken != nil { metrics.countGoogleConsume(.queued) }
+            }
             return .json(ResponseBody.credited(operation, credit, balance: balance, held: result.held ?? 0),
                          status: replayed ? 200 : 201,
                          headers: replayed ? [("Idempotent-Replayed", "true")] : [])

@@ -163,7 +163,8 @@ public struct ConsoleStore: Sendable {
         let counts = try connection.query("""
             SELECT (SELECT count(*) FROM wallet.credits WHERE created_at >= \(unsafeSQL: start)),
                    (SELECT count(*) FROM wallet.entries WHERE kind = 'refund' AND created_at >= \(unsafeSQL: start)),
-                   (SELECT count(*) FROM wallet.appstore_consumption_requests WHERE created_at >= \(unsafeSQL: start))
+                   (SELECT count(*) FROM wallet.outbox
+                    WHERE kind = 'appstore_consumption' AND created_at >= \(unsafeSQL: start))
             """)[0]
         let largest = try wallets("ORDER BY balance DESC, user_id, currency", on: connection)
         let negative = try wallets("WHERE balance < 0 ORDER BY balance, user_id, currency", on: connection)
@@ -345,8 +346,9 @@ public struct ConsoleStore: Sendable {
         public var entryID: Int64?
     }
 
-    public struct ConsumptionRow: Sendable, Equatable {
-        public var notificationUUID: String
+    /// A call owed to a store about the flowNO (a consumption answer, a consume).
+    public struct OutboxRow: Sendable, Equatable {
+        public var kind: String
         public var status: String
         public var attempts: Int
         public var lastError: String?
@@ -363,7 +365,7 @@ public struct ConsoleStore: Sendable {
         /// Refunds and their reversals, oldest first.
         public var refunds: [EntryRow]
         public var notifications: [NotificationRow]
-        public var consumption: [ConsumptionRow]
+        public var outbox: [OutboxRow]
         public var audit: [AuditRow]
     }
 
@@ -394,12 +396,12 @@ public struct ConsoleStore: Sendable {
                             receivedAt: try $0.decode(String.self, at: 5), outcome: try $0.decode(String.self, at: 6),
                             entryID: try $0.decodeIfPresent(Int64.self, at: 7))
         }
-        let consumption = try connection.query("""
-            SELECT notification_uuid, status, attempts, last_error, wallet.rfc3339(sent_at)
-            FROM wallet.appstore_consumption_requests WHERE flow_no = \(flowNo.rawValue)
+        let outbox = try connection.query("""
+            SELECT kind, status, attempts, last_error, wallet.rfc3339(sent_at)
+            FROM wallet.outbox WHERE flow_no = \(flowNo.rawValue)
             ORDER BY created_at LIMIT \(relatedMax)
             """).map {
-            ConsumptionRow(notificationUUID: try $0.decode(String.self, at: 0), status: try $0.decode(String.self, at: 1),
+            OutboxRow(kind: try $0.decode(String.self, at: 0), status: try $0.decode(String.self, at: 1),
                            attempts: try $0.decode(Int.self, at: 2), lastError: try $0.decodeIfPresent(String.self, at: 3),
                            sentAt: try $0.decodeIfPresent(String.self, at: 4))
         }
@@ -410,7 +412,7 @@ public struct ConsoleStore: Sendable {
             """, on: connection)
         guard credit != nil || refundState != nil || !notifications.isEmpty else { return nil }
         return CreditPage(flowNo: flowNo.rawValue, credit: credit, refundState: refundState, refunds: refunds,
-                          notifications: notifications, consumption: consumption, audit: audit)
+                          notifications: notifications, outbox: outbox, audit: audit)
     }
 
     // MARK: Search, audit, keys

@@ -33,9 +33,12 @@ public struct LedgerStore: Sendable {
         public var claimedAmount: Int64?
         public var source: CreditSource
         public var environment: String?
+        /// A Google Play purchase's token: credited once, and consumed.
+        public var purchaseToken: String?
 
         public init(client: String, flowNo: FlowNumber, userID: UserID, productID: ProductID, quantity: Quantity,
-                    claimedAmount: Int64?, source: CreditSource, environment: String?) {
+                    claimedAmount: Int64?, source: CreditSource, environment: String?, purchaseToken: String? = nil) {
+            self.purchaseToken = purchaseToken
             self.client = client
             self.flowNo = flowNo
             self.userID = userID
@@ -81,9 +84,10 @@ public struct LedgerStore: Sendable {
             PostgresRecord([$0.client, $0.flowNo.rawValue, $0.userID.rawValue, $0.productID.rawValue,
                             Int32($0.quantity.value), $0.claimedAmount, $0.source.rawValue, $0.environment])
         }
+        let tokens = operations.map(\.purchaseToken)
         let rows = try connection.prepared("""
             SELECT outcome, currency, amount, status, entry_id, created_at, balance, expected_amount, held
-            FROM wallet.credit_many(\(requests)::wallet.credit_request[])
+            FROM wallet.credit_many(\(requests)::wallet.credit_request[], \(tokens)::text[])
             """)
         guard rows.count == operations.count else { throw StoreError.unexpectedRowCount(rows.count, operations.count) }
         return try rows.map { row in
@@ -341,12 +345,16 @@ extension LedgerStore {
                     to_timestamp(\(record.signedDateMilliseconds)::bigint / 1000.0), \(record.flowNo), \(record.productType),
                     \(record.revocationType), \(record.revocationPercentage)::bigint, \(record.payloadJSON)::jsonb) a
             ), queued AS (
-                INSERT INTO wallet.appstore_consumption_requests (notification_uuid, flow_no, environment)
-                SELECT \(record.notificationUUID), \(record.flowNo), \(record.environment) FROM applied
+                -- Apple's window for an answer is 12 hours from its request.
+                INSERT INTO wallet.outbox (kind, key, flow_no, environment, requested_at, window_ends_at)
+                SELECT 'appstore_consumption', \(record.notificationUUID), \(record.flowNo), \(record.environment),
+                       to_timestamp(\(record.signedDateMilliseconds)::bigint / 1000.0),
+                       to_timestamp(\(record.signedDateMilliseconds)::bigint / 1000.0) + INTERVAL '12 hours'
+                FROM applied
                 WHERE \(queueConsumption)::boolean AND applied.outcome <> 'duplicate'
                   AND \(record.notificationType) = 'CONSUMPTION_REQUEST' AND \(record.productType) = 'Consumable'
                   AND length(\(record.flowNo)) BETWEEN 1 AND 128 AND \(record.environment) IN ('Production', 'Sandbox')
-                ON CONFLICT (notification_uuid) DO NOTHING
+                ON CONFLICT (kind, key) DO NOTHING
             )
             SELECT outcome, entry_id FROM applied
             """)[0]

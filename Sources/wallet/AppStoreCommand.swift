@@ -34,7 +34,8 @@ enum AppStoreCommand {
             return try reconcile(Array(arguments.dropFirst()), environment: environment)
         case "consumption":
             guard arguments.dropFirst().first == "list" else { throw UsageError(message: help) }
-            return try listConsumption(Array(arguments.dropFirst(2)), environment: environment)
+            return try OutboxCommand.list(.appStoreConsumption, Array(arguments.dropFirst(2)), environment: environment,
+                                          help: help)
         default:
             print(help)
             return arguments.contains("--help") || arguments.contains("-h") ? 0 : 2
@@ -92,25 +93,5 @@ enum AppStoreCommand {
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         if let date = formatter.date(from: text) { return date }
         throw UsageError(message: "--\(option) must be an RFC 3339 time, such as 2026-11-01T00:00:00Z")
-    }
-
-    private static func listConsumption(_ arguments: [String], environment: [String: String]) throws -> Int32 {
-        guard let invocation = try WalletCommand.invocation(
-            arguments, environment: environment, values: ["limit", "database-url", "data-dir"], help: help) else { return 0 }
-        let limitText = invocation.options.values["limit"] ?? "50"
-        guard let limit = Int(limitText), (1...10_000).contains(limit) else {
-            throw UsageError(message: "--limit must be an integer from 1 to 10000")
-        }
-        let records = try Administration.withDatabase(invocation.configuration, logger: invocation.logger) {
-            try $0.consumptionRecords(limit: limit)
-        }
-        print(["NOTIFICATION", "FLOW_NO", "ENVIRONMENT", "STATUS", "ATTEMPTS", "CREATED", "SENT", "BODY", "LAST ERROR"]
-            .joined(separator: "\t"))
-        for record in records {
-            print([record.notificationUUID, record.flowNo, record.environment, record.status, String(record.attempts),
-                   record.createdAt, record.sentAt ?? "-", record.requestBody ?? "-", record.lastError ?? "-"]
-                .joined(separator: "\t"))
-        }
-        return 0
     }
 }

@@ -3,7 +3,7 @@ import Logging
 import Postgres
 import WalletService
 
-/// The `wallet` command: serve, migrate, keys, check, version, appstore.
+/// The `wallet` command: serve, migrate, keys, check, version, appstore, googleplay.
 /// A hand-written parser; every subcommand answers `--help`.
 enum WalletCommand {
     static let version = "0.1.0"
@@ -23,6 +23,7 @@ enum WalletCommand {
             case "keys": return try KeysCommand.run(arguments, environment: environment)
             case "check": return try CheckCommand.run(arguments, environment: environment)
             case "appstore": return try AppStoreCommand.run(arguments, environment: environment)
+            case "googleplay": return try GooglePlayCommand.run(arguments, environment: environment)
             case "version", "--version":
                 print("wallet \(version)")
                 return 0
@@ -52,6 +53,7 @@ enum WalletCommand {
           check      check the ledger's invariants
           appstore   verify App Store signed data offline, reconcile notifications,
                      list consumption answers
+          googleplay list the consumes of Google Play purchases
           version    print the version
 
         Run `wallet <command> --help` for a command's options. Settings come from

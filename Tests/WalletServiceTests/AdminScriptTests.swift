@@ -234,7 +234,7 @@ struct AdminScriptTests {
             "reason": "price change",
         ])
         #expect(run.status == 0, "\(run)")
-        #expect(run.output == "updated product guodong600: 700 coin, active\n", "\(run)")
+        #expect(run.output == "updated product guodong600: 700 coin, active, Google Play guodong600\n", "\(run)")
 
         #expect(try books.creditedAmount("2000000400") == 600)
         #expect(try books.connection.query("""
@@ -259,21 +259,43 @@ struct AdminScriptTests {
         let off = try books.psql.run("product.sql", [
             "product_id": "guodong1200", "amount": "1200", "currency": "coin", "active": "false",
         ])
-        #expect(off.output == "updated product guodong1200: 1200 coin, inactive\n", "\(off)")
+        #expect(off.output == "updated product guodong1200: 1200 coin, inactive, Google Play guodong1200\n", "\(off)")
 
         let repriced = try books.psql.run("product.sql", ["product_id": "guodong1200", "amount": "1300", "currency": "coin"])
         #expect(repriced.status == 0, "\(repriced)")
-        #expect(repriced.output == "updated product guodong1200: 1300 coin, inactive\n", "\(repriced)")
+        #expect(repriced.output == "updated product guodong1200: 1300 coin, inactive, Google Play guodong1200\n", "\(repriced)")
         #expect(try books.credit(flowNo: "2000000500", userID: "u5", productID: "guodong1200") == "unknown_product")
 
         let on = try books.psql.run("product.sql", [
             "product_id": "guodong1200", "amount": "1300", "currency": "coin", "active": "true",
         ])
-        #expect(on.output == "updated product guodong1200: 1300 coin, active\n", "\(on)")
+        #expect(on.output == "updated product guodong1200: 1300 coin, active, Google Play guodong1200\n", "\(on)")
         #expect(try books.credit(flowNo: "2000000500", userID: "u5", productID: "guodong1200") == "credited")
 
         let created = try books.psql.run("product.sql", ["product_id": "guodong9000", "amount": "9000", "currency": "coin"])
-        #expect(created.output == "created product guodong9000: 9000 coin, active\n", "\(created)")
+        #expect(created.output == "created product guodong9000: 9000 coin, active, Google Play guodong9000\n", "\(created)")
+    }
+
+    @Test func aProductNamesItsGooglePlayIdAndKeepsIt() throws {
+        let books = try Books()
+        let named = try books.psql.run("product.sql", [
+            "product_id": "guodong600", "amount": "600", "currency": "coin", "google_product_id": "coins_600",
+        ])
+        #expect(named.output == "updated product guodong600: 600 coin, active, Google Play coins_600\n", "\(named)")
+        // A later change without it keeps it; an empty one sets it back.
+        let repriced = try books.psql.run("product.sql", ["product_id": "guodong600", "amount": "650", "currency": "coin"])
+        #expect(repriced.output == "updated product guodong600: 650 coin, active, Google Play coins_600\n", "\(repriced)")
+        let reset = try books.psql.run("product.sql", [
+            "product_id": "guodong600", "amount": "650", "currency": "coin", "google_product_id": "",
+        ])
+        #expect(reset.output == "updated product guodong600: 650 coin, active, Google Play guodong600\n", "\(reset)")
+        for bad in ["Coins_600", "_coins", "coins-600", String(repeating: "c", count: 129)] {
+            let refused = try books.psql.run("product.sql", [
+                "product_id": "guodong600", "amount": "650", "currency": "coin", "google_product_id": bad,
+            ])
+            #expect(refused.status != 0, "\(bad): \(refused)")
+        }
+        #expect(try books.audit().last?.argument("google_product_id") == "guodong600")
     }
 
     @Test func aProductChangeWithoutAnOperatorIsAuditedUnderTheSessionUser() throws {
@@ -573,7 +595,7 @@ struct AdminScriptTests {
         ]
         let tables = ["wallets", "entries", "credits", "products", "admin_audit", "idempotency_keys",
                       "revoked_flow_nos", "appstore_refund_states", "api_keys", "appstore_notifications",
-                      "appstore_consumption_requests", "holds"]
+                      "outbox", "holds"]
         for name in names {
             let text = try String(contentsOf: directory.appendingPathComponent(name), encoding: .utf8)
             let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
@@ -668,8 +690,8 @@ private struct Books {
             VALUES (\(uuid), 'CONSUMPTION_REQUEST', \(flowNo), 'Sandbox', now(), 'recorded', '{}')
             """)
         try connection.query("""
-            INSERT INTO wallet.appstore_consumption_requests (notification_uuid, flow_no, environment, status, sent_at)
-            VALUES (\(uuid), \(flowNo), 'Sandbox', \(status),
+            INSERT INTO wallet.outbox (kind, key, flow_no, environment, status, window_ends_at, sent_at)
+            VALUES ('appstore_consumption', \(uuid), \(flowNo), 'Sandbox', \(status), now() + INTERVAL '12 hours',
                     CASE WHEN \(status)::text = 'sent' THEN now() - make_interval(days => \(sentDaysAgo)) END)
             """)
     }
@@ -677,7 +699,7 @@ private struct Books {
     /// Every row of the tables the books are kept in, as text.
     func contents() throws -> [String] {
         let tables = ["wallets", "entries", "credits", "products", "admin_audit", "idempotency_keys",
-                      "appstore_notifications", "appstore_consumption_requests"]
+                      "appstore_notifications", "outbox"]
         return try tables.map { table in
             try connection.query("""
                 SELECT \(table)::text || ': ' || coalesce(string_agg(t::text, E'\\n' ORDER BY t::text), '')

@@ -217,7 +217,10 @@ import WalletCore
         let body = try CreditBody(json: value)
         guard case .object(let members) = value,
               members.allSatisfy({ CreditBody.members.contains($0.key) }) else { return "a credit with unknown members" }
-        guard value["user_id"] == .string(body.userID.rawValue), value["flow_no"] == .string(body.flowNo.rawValue),
+        // Only a Google Play purchase token lets the flowNO be left out.
+        guard value["user_id"] == .string(body.userID.rawValue),
+              value["flow_no"] == body.flowNo.map({ .string($0.rawValue) }),
+              body.flowNo != nil || body.googlePurchaseToken != nil,
               value["product_id"] == .string(body.productID.rawValue) else { return "a credit with altered identifiers" }
         if let quantity = body.quantity {
             guard Quantity.range.contains(quantity.value), value["quantity"] == JSONValue(quantity.value) else {

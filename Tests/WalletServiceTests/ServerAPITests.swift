@@ -311,14 +311,14 @@ struct ServerAPITests {
         #expect(try rig.push(rig.fixture.notification("CONSUMPTION_REQUEST", flowNo: "3000000601",
                                               uuid: RefundNotifications.uuid(710), secondsAgo: 13 * 3_600)) == 200)
         #expect(waitFor(seconds: 30) {
-            (try? rig.count("SELECT count(*) FROM wallet.appstore_consumption_requests WHERE status = 'sent'")) == 4
+            (try? rig.count("SELECT count(*) FROM wallet.outbox WHERE kind = 'appstore_consumption' AND status = 'sent'")) == 4
         })
         #expect(waitFor(seconds: 30) {
-            (try? rig.count("SELECT count(*) FROM wallet.appstore_consumption_requests WHERE status = 'failed'")) == 1
+            (try? rig.count("SELECT count(*) FROM wallet.outbox WHERE kind = 'appstore_consumption' AND status = 'failed'")) == 1
         })
         #expect(try rig.rows("""
-            SELECT notification_uuid, attempts::text, last_error LIKE '%12-hour window%' FROM wallet.appstore_consumption_requests
-            WHERE status = 'failed'
+            SELECT key, attempts::text, last_error LIKE '%window had passed%' FROM wallet.outbox
+            WHERE kind = 'appstore_consumption' AND status = 'failed'
             """) == [[RefundNotifications.uuid(710), "1", "t"]])
         let sent = rig.api.received(pathContaining: "/transactions/consumption/")
         #expect(sent.count == 4)
@@ -356,14 +356,14 @@ struct ServerAPITests {
         #expect(try rig.push(rig.fixture.notification("CONSUMPTION_REQUEST", flowNo: "3000000800",
                                               uuid: RefundNotifications.uuid(800))) == 200)
         #expect(waitFor(seconds: 30) {
-            (try? rig.count("SELECT attempts FROM wallet.appstore_consumption_requests WHERE status = 'pending'")) == 1
+            (try? rig.count("SELECT attempts FROM wallet.outbox WHERE kind = 'appstore_consumption' AND status = 'pending'")) == 1
         })
-        let pending = try rig.rows("SELECT status, last_error IS NOT NULL FROM wallet.appstore_consumption_requests")
+        let pending = try rig.rows("SELECT status, last_error IS NOT NULL FROM wallet.outbox")
         #expect(pending == [["pending", "t"]])
 
         rig.api.clearFailures()
         #expect(waitFor(seconds: 30) {
-            (try? rig.count("SELECT count(*) FROM wallet.appstore_consumption_requests WHERE status = 'sent'")) == 1
+            (try? rig.count("SELECT count(*) FROM wallet.outbox WHERE kind = 'appstore_consumption' AND status = 'sent'")) == 1
         })
         let list = try rig.walletCommand(["appstore", "consumption", "list"])
         #expect(list.status == 0, "\(list.error)")

@@ -57,7 +57,7 @@ struct ServerAPIThreadTests {
             #expect(pushed.status == 200, "\(pushed.text)")
         }
         #expect(waitFor(seconds: 30) {
-            (try? service.count("SELECT count(*) FROM wallet.appstore_consumption_requests WHERE status = 'sent'")) == 4
+            (try? service.count("SELECT count(*) FROM wallet.outbox WHERE kind = 'appstore_consumption' AND status = 'sent'")) == 4
         })
         #expect(waitFor(seconds: 30) {
             (try? service.count("SELECT count(*) FROM wallet.credits WHERE status = 'refunded'")) == 1

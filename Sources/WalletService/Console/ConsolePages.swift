@@ -259,10 +259,10 @@ enum ConsolePages {
                              cell(notification.subtype), cell(notification.environment), cell(notification.signedAt),
                              cell(notification.receivedAt), cell(notification.outcome), cell(notification.entryID)])
                     }))
-            \(table(id: "consumption", caption: "Consumption information owed to Apple for this flowNO",
-                    columns: ["Notification", "Status", "Attempts", "Last error", "Sent"],
-                    rows: page.consumption.map { request in
-                        row([cell(request.notificationUUID, class: "id"), cell(request.status),
+            \(table(id: "outbox", caption: "Calls owed to the store for this flowNO: consumption answers, consumes",
+                    columns: ["Call", "Status", "Attempts", "Last error", "Sent"],
+                    rows: page.outbox.map { request in
+                        row([cell(request.kind), cell(request.status),
                              cell(Int64(request.attempts)), cell(request.lastError), cell(request.sentAt)])
                     }))
             </section>

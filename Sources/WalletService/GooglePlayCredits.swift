@@ -1,0 +1,60 @@
+import Foundation
+import GooglePlay
+import Logging
+import WalletCore
+import WalletStore
+
+/// Checks a Google Play purchase token with the Android Publisher API
+/// (purchases.products.get) and decides what it may be credited as: the
+/// flowNO (Google's orderId, or one derived from the token), the quantity
+/// and the environment. The purchase's product is the catalog's Google
+/// Play id for the requested product. Runs off the server threads: it
+/// waits on Google.
+struct GooglePlayCredits: Sendable {
+    let client: PlayClient
+    let policy: PurchasePolicy
+    let ledger: Ledger
+    let logger: Logger
+
+    struct Verified: Sendable, Equatable {
+        var flowNo: FlowNumber
+        var quantity: Quantity
+        var environment: String
+    }
+
+    func verify(token: String, userID: UserID, productID: ProductID, requestedFlowNo: FlowNumber?,
+                requestedQuantity: Quantity?) throws -> Verified {
+        let deadline = client.deadline()
+        guard let googleProductID = try ledger.googleProductID(of: productID, deadline: deadline) else {
+            throw WalletError.unknownProduct(productID.rawValue)
+        }
+        let purchase: ProductPurchase
+        do {
+            purchase = try client.productPurchase(productID: googleProductID, token: token, deadline: deadline)
+        } catch {
+            switch error {
+            case .notFound, .refused(400, _):
+                // Google answers 400 for a token it cannot read at all.
+                throw WalletError.verificationFailed(
+                    reason: "transaction_not_found", detail: "Google Play knows no purchase of this product with this token")
+            case .unavailable, .refused, .malformedAnswer:
+                logger.warning("Google Play could not verify a purchase", ["error": error.description])
+                throw WalletError.verificationUnavailable
+            }
+        }
+        let accepted: PurchasePolicy.Accepted
+        do {
+            accepted = try policy.check(purchase, purchaseToken: token, userID: userID.rawValue,
+                                        requestedFlowNo: requestedFlowNo?.rawValue,
+                                        requestedQuantity: requestedQuantity?.value)
+        } catch {
+            if error.reason == PurchaseRefusal.purchasePending { throw WalletError.purchasePending }
+            throw WalletError.verificationFailed(reason: error.reason, detail: error.detail)
+        }
+        guard let flowNo = FlowNumber(accepted.flowNo), let quantity = Quantity(accepted.quantity) else {
+            throw WalletError.verificationFailed(reason: "malformed",
+                                                 detail: "Google's orderId or quantity is outside what a credit takes")
+        }
+        return Verified(flowNo: flowNo, quantity: quantity, environment: accepted.environment)
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+import GooglePlay
+import Logging
+import WalletCore
+import WalletStore
+
+/// Builds the Google Play client from the configuration.
+enum GooglePlaySetup {
+    /// The Android Publisher API client, or nil when Google Play is not set
+    /// up. Reads the service account's key file once; a message about it
+    /// names the variable and the path, never the content.
+    static func client(_ configuration: Configuration, metrics: Metrics) throws -> PlayClient? {
+        let google = configuration.google
+        guard let path = google.serviceAccountFile, let packageName = google.packageName else { return nil }
+        let account: ServiceAccount
+        do {
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+            guard bytes.count <= ServiceAccount.fileBytesMax else {
+                throw Configuration.ConfigurationError(variable: "WALLET_GOOGLE_SERVICE_ACCOUNT_FILE",
+                                                       message: "\(path) is larger than a service account key")
+            }
+            account = try ServiceAccount(json: Array(bytes))
+        } catch let error as ServiceAccount.LoadError {
+            throw Configuration.ConfigurationError(variable: "WALLET_GOOGLE_SERVICE_ACCOUNT_FILE",
+                                                   message: "\(path): \(error.description)")
+        } catch let error as Configuration.ConfigurationError {
+            throw error
+        } catch {
+            throw Configuration.ConfigurationError(variable: "WALLET_GOOGLE_SERVICE_ACCOUNT_FILE", message: "\(path) cannot be read")
+        }
+        guard let apiURL = URL(string: google.apiURL) else {
+            throw Configuration.ConfigurationError(variable: "WALLET_GOOGLE_API_URL", message: "is not a URL")
+        }
+        return PlayClient(configuration: .init(packageName: packageName, apiURL: apiURL,
+                                               timeoutSeconds: Double(google.apiTimeoutSeconds)),
+                          account: account,
+                          observe: { endpoint, status, seconds in
+                              metrics.observeGoogleRequest(endpoint: endpoint, status: status, seconds: seconds)
+                          })
+    }
+}
+
+extension OutboxSender.Handler {
+    /// Consumes a credited Google Play purchase, so Google does not refund
+    /// it three days after the purchase. A purchase Google no longer knows,
+    /// or says cannot be consumed (already consumed, say), fails the row;
+    /// Google being unreachable, or refusing the service's credentials,
+    /// is tried again.
+    static func googlePlayConsume(client: PlayClient, metrics: Metrics) -> Self {
+        Self(kind: .googlePlayConsume, timeoutSeconds: client.configuration.timeoutSeconds, send: { task in
+            guard let productID = task.googleProductID else {
+                return .refused("the credit or its product is gone from the ledger", body: nil)
+            }
+            do throws(PlayAPIError) {
+                try client.consume(productID: productID, token: task.key, deadline: client.deadline())
+                return .sent(body: nil)
+            } catch {
+                switch error {
+                case .unavailable, .refused(401, _), .refused(403, _): return .retry(error.description, body: nil)
+                case .notFound, .refused, .malformedAnswer: return .refused(error.description, body: nil)
+                }
+            }
+        }, count: { outcome in
+            metrics.countGoogleConsume(outcome == "sent" ? .sent : outcome == "retried" ? .retried : .failed)
+        })
+    }
+}
