@@ -13,7 +13,8 @@
 -- token is credited under another flowNO), unknown_product,
 -- amount_mismatch (the caller claimed an amount other than catalog ×
 -- quantity), revoked (Apple's decisive word on this never-credited flowNO
--- is a REFUND; see wallet.appstore_refund_states).
+-- is a REFUND, see wallet.appstore_refund_states; or Google voided this
+-- never-credited purchase token, see wallet.googleplay_voids).
 --
 -- p_purchase_tokens holds, per request, its Google Play purchase token (NULL
 -- for other stores; the array itself may be NULL). A Google Play credit also
@@ -78,7 +79,8 @@ BEGIN
     END IF;
     PERFORM wallet.lock_flow_nos(ARRAY(SELECT q.flow_no FROM unnest(p_requests) q));
 
-    SELECT array_agg(c ORDER BY u.ord), array_agg(p ORDER BY u.ord), array_agg(s.flow_no IS NOT NULL ORDER BY u.ord),
+    SELECT array_agg(c ORDER BY u.ord), array_agg(p ORDER BY u.ord),
+           array_agg(s.flow_no IS NOT NULL OR v.voided ORDER BY u.ord),
            array_agg(u.first ORDER BY u.ord), array_agg(t.flow_no IS NOT NULL ORDER BY u.ord)
     INTO op_credit, op_product, op_revoked, op_first, op_token_elsewhere
     FROM (SELECT q.flow_no, q.product_id, p_purchase_tokens[q.ordinality] AS purchase_token, q.ordinality AS ord,
@@ -87,7 +89,9 @@ BEGIN
     LEFT JOIN wallet.credits c ON c.flow_no = u.flow_no
     LEFT JOIN wallet.products p ON p.product_id = u.product_id AND p.active
     LEFT JOIN wallet.appstore_refund_states s ON s.flow_no = u.flow_no AND s.notification_type = 'REFUND'
-    LEFT JOIN wallet.credits t ON t.purchase_token = u.purchase_token AND t.flow_no <> u.flow_no;
+    LEFT JOIN wallet.credits t ON t.purchase_token = u.purchase_token AND t.flow_no <> u.flow_no
+    LEFT JOIN LATERAL (SELECT TRUE AS voided FROM wallet.googleplay_voids g
+                       WHERE g.purchase_token = u.purchase_token LIMIT 1) v ON TRUE;
 
     -- First pass: settle what does not depend on order, and name each
     -- request's wallet.

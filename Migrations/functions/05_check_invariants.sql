@@ -41,13 +41,27 @@ LANGUAGE sql STABLE AS $$
     LEFT JOIN wallet.credits cr ON cr.entry_id = e.id
     WHERE e.kind = 'credit' AND cr.flow_no IS NULL
     UNION ALL
-    -- Refunds and reversals of a credit alternate, starting with a refund,
-    -- and the status says which came last.
+    -- A credit's refund entries start with a refund, and each reversal
+    -- follows a refund (Google's partial refunds come one after another;
+    -- a reversal undoes Apple's one refund), and the status says which came
+    -- last.
     SELECT 'refunds_alternate', r.reference, format('entry %s (%s) is out of turn', r.id, r.kind)
     FROM (SELECT e.id, e.kind, e.reference,
                  lag(e.kind) OVER (PARTITION BY e.reference ORDER BY e.id) AS previous
           FROM wallet.entries e WHERE e.kind IN ('refund', 'refund_reversal')) r
-    WHERE (r.previous IS NULL AND r.kind <> 'refund') OR r.previous = r.kind
+    WHERE (r.previous IS NULL AND r.kind <> 'refund') OR (r.previous = 'refund_reversal' AND r.kind = 'refund_reversal')
+    UNION ALL
+    -- A refunded credit's refunded_amount is what its refunds since the
+    -- last reversal took, never more than the credit.
+    SELECT 'refunded_amount_matches_ledger', cr.flow_no,
+           format('refunded_amount %s, refund entries %s', cr.refunded_amount, coalesce(-sum(e.amount), 0))
+    FROM wallet.credits cr
+    LEFT JOIN wallet.entries e ON e.reference = cr.flow_no AND e.kind = 'refund'
+        AND e.id > coalesce((SELECT max(x.id) FROM wallet.entries x
+                             WHERE x.reference = cr.flow_no AND x.kind = 'refund_reversal'), 0)
+    WHERE cr.status IN ('refunded', 'partially_refunded')
+    GROUP BY cr.flow_no, cr.refunded_amount, cr.amount
+    HAVING cr.refunded_amount IS DISTINCT FROM coalesce(-sum(e.amount), 0) OR cr.refunded_amount > cr.amount
     UNION ALL
     SELECT 'refund_entry_has_credit', e.reference, format('entry %s refers to no credit of that wallet', e.id)
     FROM wallet.entries e
@@ -60,7 +74,7 @@ LANGUAGE sql STABLE AS $$
     LEFT JOIN LATERAL (SELECT e.kind FROM wallet.entries e
                        WHERE e.reference = cr.flow_no AND e.kind IN ('refund', 'refund_reversal')
                        ORDER BY e.id DESC LIMIT 1) l ON TRUE
-    WHERE (cr.status = 'refunded') <> (l.kind IS NOT DISTINCT FROM 'refund')
+    WHERE (cr.status IN ('refunded', 'partially_refunded')) <> (l.kind IS NOT DISTINCT FROM 'refund')
     UNION ALL
     -- A balance goes below zero only through a refund or an allowed revoke.
     SELECT 'negative_only_by_refund_or_allowed_revoke', e.user_id || '/' || e.currency,

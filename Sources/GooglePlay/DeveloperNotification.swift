@@ -65,11 +65,14 @@ public struct PushMessage: Sendable, Equatable {
     /// `projects/<project>/subscriptions/<name>`, when given.
     public var subscription: String?
     public var notification: DeveloperNotification
+    /// The notification as Google sent it (the message's decoded data), to keep.
+    public var data: [UInt8]
 
-    public init(messageID: String, subscription: String?, notification: DeveloperNotification) {
+    public init(messageID: String, subscription: String?, notification: DeveloperNotification, data: [UInt8] = []) {
         self.messageID = messageID
         self.subscription = subscription
         self.notification = notification
+        self.data = data
     }
 
     public static func parse(_ body: Data) throws(PushBodyError) -> PushMessage {
@@ -125,7 +128,8 @@ public struct PushMessage: Sendable, Equatable {
         } catch {
             throw error.within("message.data")
         }
-        return PushMessage(messageID: messageID, subscription: envelope.subscription, notification: notification)
+        return PushMessage(messageID: messageID, subscription: envelope.subscription, notification: notification,
+                           data: Array(data))
     }
 
     /// Standard base64 with padding, as Pub/Sub sends it; also without

@@ -31,6 +31,8 @@ public final class Application: Sendable {
     let serverAPI: ServerAPIClient?
     /// Notification-history sweeps, when the API is set up and the interval is not 0.
     private let reconcile: ReconcileSchedule?
+    /// Google Play voided-purchases sweeps, when Google Play is set up and the interval is not 0.
+    private let voidedSweep: ReconcileSchedule?
     /// The outbox's calls: consumption answers when the operator consents,
     /// Google Play consumes when Google Play is set up.
     private let outbox: OutboxSender?
@@ -91,9 +93,11 @@ public final class Application: Sendable {
                     requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger)
             .register(on: router)
         if let serverAPI, configuration.apple.api.reconcileIntervalMinutes > 0 {
+            let reconciler = Reconciler(client: serverAPI, notifications: notifications, logger: logger)
             reconcile = ReconcileSchedule(
-                reconciler: Reconciler(client: serverAPI, notifications: notifications, logger: logger), ledger: ledger,
-                environments: configuration.apple.environments.map { Environment(rawValue: $0) },
+                name: "notification reconciliation",
+                sweeps: reconciler.sweeps(configuration.apple.environments.map { Environment(rawValue: $0) }),
+                lockKey: Ledger.reconcileLockKey, ledger: ledger,
                 intervalMinutes: configuration.apple.api.reconcileIntervalMinutes, readiness: readiness, logger: logger)
         } else {
             reconcile = nil
@@ -108,6 +112,22 @@ public final class Application: Sendable {
         }
         outbox = outboxHandlers.isEmpty ? nil
             : OutboxSender(ledger: ledger, handlers: outboxHandlers, readiness: readiness, logger: logger)
+        let googleVoids = googlePlay.map { [ledger, metrics] in
+            GooglePlayVoids(client: $0, ledger: ledger, metrics: metrics, logger: logger)
+        }
+        GooglePlayNotificationsAPI(authenticator: try GooglePlaySetup.pushAuthenticator(configuration, metrics: metrics),
+                                   voids: googleVoids, packageName: configuration.google.packageName, work: notificationWork,
+                                   metrics: metrics, requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger)
+            .register(on: router)
+        if let googleVoids, configuration.google.voidedPollMinutes > 0 {
+            voidedSweep = ReconcileSchedule(
+                name: "voided purchases sweep", sweeps: [VoidedPurchasesSweep(voids: googleVoids)],
+                lockKey: Ledger.voidedSweepLockKey, ledger: ledger, intervalMinutes: configuration.google.voidedPollMinutes,
+                readiness: readiness, logger: logger)
+        } else {
+            voidedSweep = nil
+        }
+
         if configuration.adminConsole {
             consoleWork = BlockingWork(threads: 2, queueDepthMax: 64, name: "wallet-console")
             AdminConsole(ledger: ledger, readiness: readiness, work: consoleWork!, configuration: configuration,
@@ -144,6 +164,7 @@ public final class Application: Sendable {
     public func start() throws {
         upkeep.start()
         reconcile?.start()
+        voidedSweep?.start()
         outbox?.start()
         holdSweeper.start()
         try server.start()
@@ -164,6 +185,7 @@ public final class Application: Sendable {
         notificationWork.stop(timeoutSeconds: 10)
         consoleWork?.stop(timeoutSeconds: 10)
         reconcile?.stop()
+        voidedSweep?.stop()
         outbox?.stop()
         holdSweeper.stop()
         upkeep.stop()

@@ -70,6 +70,14 @@ public struct Configuration: Sendable {
         public var allowTestPurchases = false
         /// Refuse a purchase without `obfuscatedExternalAccountId`.
         public var requireAccountID = false
+        /// Where Google publishes the keys of Pub/Sub push tokens.
+        public var pushJWKSURL = "https://www.googleapis.com/oauth2/v3/certs"
+        /// The push subscription's audience, and the service account it
+        /// signs as: both must be set for `/v1/googleplay/notifications`.
+        public var pushAudience: String?
+        public var pushServiceAccount: String?
+        /// Minutes between voided-purchases sweeps in `serve`; 0 is off.
+        public var voidedPollMinutes = 60
     }
 
     public struct Apple: Sendable {
@@ -233,6 +241,16 @@ public struct Configuration: Sendable {
             ?? configuration.google.apiTimeoutSeconds
         configuration.google.allowTestPurchases = try reader.exactBoolean("WALLET_GOOGLE_ALLOW_TEST_PURCHASES") ?? false
         configuration.google.requireAccountID = try reader.exactBoolean("WALLET_GOOGLE_REQUIRE_ACCOUNT_ID") ?? false
+        configuration.google.pushJWKSURL = try reader.url("WALLET_GOOGLE_PUSH_JWKS_URL") ?? configuration.google.pushJWKSURL
+        configuration.google.pushAudience = reader.string("WALLET_GOOGLE_PUSH_AUDIENCE")
+        configuration.google.pushServiceAccount = reader.string("WALLET_GOOGLE_PUSH_SERVICE_ACCOUNT")
+        if (configuration.google.pushAudience == nil) != (configuration.google.pushServiceAccount == nil) {
+            throw ConfigurationError(
+                variable: configuration.google.pushAudience == nil ? "WALLET_GOOGLE_PUSH_AUDIENCE" : "WALLET_GOOGLE_PUSH_SERVICE_ACCOUNT",
+                message: "must be set with the other: a push is accepted only from that account, for that audience")
+        }
+        configuration.google.voidedPollMinutes = try reader.integer("WALLET_GOOGLE_VOIDED_POLL_MINUTES", in: 0...10_080)
+            ?? configuration.google.voidedPollMinutes
 
         // Credit verification: App Store JWS alone for a real deployment,
         // the caller's word on the development database.

@@ -40,6 +40,22 @@ enum GooglePlaySetup {
     }
 }
 
+extension GooglePlaySetup {
+    /// The push authenticator, when the audience and service account are
+    /// set (the configuration sets both or neither).
+    static func pushAuthenticator(_ configuration: Configuration, metrics: Metrics) throws -> PushAuthenticator? {
+        let google = configuration.google
+        guard let audience = google.pushAudience, let email = google.pushServiceAccount else { return nil }
+        guard let jwksURL = URL(string: google.pushJWKSURL) else {
+            throw Configuration.ConfigurationError(variable: "WALLET_GOOGLE_PUSH_JWKS_URL", message: "is not a URL")
+        }
+        return PushAuthenticator(configuration: .init(jwksURL: jwksURL, audience: audience, serviceAccountEmail: email)) {
+            status, seconds in
+            metrics.observeGoogleKeysFetch(status: status.rawValue, seconds: seconds)
+        }
+    }
+}
+
 extension OutboxSender.Handler {
     /// Consumes a credited Google Play purchase, so Google does not refund
     /// it three days after the purchase. A purchase Google no longer knows,

@@ -94,7 +94,15 @@ final class Metrics: Sendable, StoreMetrics {
         var storeRequests: [StoreRequestKey: Histogram] = [:]
         var consumption: [String: UInt64] = [:]
         var googleConsumes: [String: UInt64] = [:]
+        var googleNotifications: [String: UInt64] = [:]
     }
+
+    /// How a Google Play notification ended: what applying it did, or why
+    /// it was not applied. Any other value counts as `other`.
+    static let googleNotificationOutcomes: Set<String> = [
+        "refunded", "already_refunded", "unchanged", "revoked", "recorded", "duplicate", "ignored", "unauthorized",
+        "malformed", "overloaded", "error", "other",
+    ]
 
     /// The stores whose server APIs the service calls; each has its own
     /// metric families, `wallet_<store>_api_requests_total` and
@@ -149,6 +157,7 @@ final class Metrics: Sendable, StoreMetrics {
             }
             for outcome in ConsumptionOutcome.allCases { state.consumption[outcome.rawValue] = 0 }
             for outcome in ConsumptionOutcome.allCases { state.googleConsumes[outcome.rawValue] = 0 }
+            for outcome in Self.googleNotificationOutcomes { state.googleNotifications[outcome] = 0 }
         }
     }
 
@@ -217,11 +226,21 @@ final class Metrics: Sendable, StoreMetrics {
         observeStoreRequest(StoreRequestKey(store: .googlePlay, endpoint: endpoint.rawValue, status: status.rawValue), seconds)
     }
 
+    /// One fetch of Google's push-token keys, as endpoint `push_keys`.
+    func observeGoogleKeysFetch(status: String, seconds: Double) {
+        observeStoreRequest(StoreRequestKey(store: .googlePlay, endpoint: "push_keys", status: status), seconds)
+    }
+
     private func observeStoreRequest(_ key: StoreRequestKey, _ seconds: Double) {
         state.withLock { state in
             state.storeRequests[key, default: Histogram(bucketCount: Self.latencyBucketsSeconds.count)]
                 .observe(seconds, bounds: Self.latencyBucketsSeconds)
         }
+    }
+
+    func countGooglePlayNotification(_ outcome: String) {
+        let known = Self.googleNotificationOutcomes.contains(outcome) ? outcome : "other"
+        state.withLock { $0.googleNotifications[known, default: 0] += 1 }
     }
 
     /// How a Google Play consume ended (the outcomes of Apple's consumption answers).
@@ -306,6 +325,9 @@ final class Metrics: Sendable, StoreMetrics {
                  label: "outcome", values: snapshot.consumption)
         counters(&out, name: "wallet_googleplay_consume_total", help: "Google Play purchases consumed, by outcome.",
                  label: "outcome", values: snapshot.googleConsumes)
+        counters(&out, name: "wallet_googleplay_notifications_total",
+                 help: "Google Play real-time developer notifications by outcome.",
+                 label: "outcome", values: snapshot.googleNotifications)
         counters(&out, name: "wallet_coins_total", help: "Coins moved by the service, by kind, counted after COMMIT.",
                  label: "kind", values: snapshot.coins)
         out += "# HELP wallet_ready 1 when the service is ready (as /readyz answers 200), else 0.\n"

@@ -119,3 +119,22 @@ enum ConsoleError: Error, Equatable, ProblemConvertible {
         }
     }
 }
+
+/// Refusals of a Google Play push, mapped here with the API's.
+enum GooglePlayPushError: Error, Equatable, ProblemConvertible {
+    /// The push's OIDC token did not verify; `reason` says which check failed.
+    case unauthorized(reason: String)
+    /// The body is not a Pub/Sub push of a developer notification.
+    case malformed(detail: String)
+
+    var problem: Problem {
+        switch self {
+        case .unauthorized(let reason):
+            Problem(status: 401, code: "unauthorized", title: "Unauthorized",
+                    detail: "the push's OIDC token was refused (\(reason))", extra: ["reason": .string(reason)],
+                    headers: [("WWW-Authenticate", "Bearer")])
+        case .malformed(let detail):
+            Problem(status: 400, code: "malformed_notification", title: "Malformed notification", detail: detail)
+        }
+    }
+}

@@ -77,56 +77,92 @@ struct Reconciler: Sendable {
         }
         throw SweepError(description: "\(environment.rawValue) notification history has more than \(Self.pagesMax) pages")
     }
+}
 
-    /// The scheduled sweep: under the advisory lock, each environment from
-    /// an hour before its mark (or `firstSweepDays` back) until now; the
-    /// mark moves only when the whole range was read. Nil when another
-    /// instance is sweeping.
-    func sweepSinceMarks(_ environments: [Environment], ledger: Ledger) throws -> Summary? {
-        try ledger.withReconcileLock { () throws -> Summary in
+/// One sweep that reads a store's record of what happened since its mark:
+/// an App Store environment's notification history, or Google Play's
+/// voided purchases.
+protocol MarkedSweep: Sendable {
+    /// Its row in the marks table.
+    var markKey: String { get }
+    /// How far back the store keeps what the sweep reads.
+    var historyDaysMax: Int { get }
+    /// How far back the first sweep of a database looks.
+    var firstSweepDays: Int { get }
+    func sweep(from start: Date, to end: Date) throws(Reconciler.SweepError) -> Reconciler.Summary
+}
+
+extension Reconciler {
+    /// An App Store environment's notification history.
+    struct HistorySweep: MarkedSweep {
+        let reconciler: Reconciler
+        let environment: Environment
+
+        var markKey: String { environment.rawValue }
+        var historyDaysMax: Int { Reconciler.historyDaysMax }
+        var firstSweepDays: Int { Reconciler.firstSweepDays }
+
+        func sweep(from start: Date, to end: Date) throws(Reconciler.SweepError) -> Reconciler.Summary {
+            try reconciler.sweep(environment, from: start, to: end)
+        }
+    }
+
+    func sweeps(_ environments: [Environment]) -> [any MarkedSweep] {
+        environments.map { HistorySweep(reconciler: self, environment: $0) }
+    }
+
+    /// The scheduled sweep: under the sweeps' advisory lock `lockKey`, each
+    /// sweep from an hour before its mark (or its `firstSweepDays` back)
+    /// until now; a mark moves only when its whole range was read. Nil when
+    /// another instance is sweeping.
+    static func sweepSinceMarks(_ sweeps: [any MarkedSweep], lockKey: Int64, ledger: Ledger) throws -> Summary? {
+        try ledger.withSweepLock(lockKey) { () throws -> Summary in
             var total = Summary()
-            for environment in environments {
+            for sweep in sweeps {
                 let end = Date()
-                let oldest = end.addingTimeInterval(-Double(Self.historyDaysMax - 1) * 86_400)
-                var start = end.addingTimeInterval(-Double(Self.firstSweepDays) * 86_400)
-                if let mark = try ledger.reconcileMark(environment.rawValue) {
+                let oldest = end.addingTimeInterval(-Double(sweep.historyDaysMax - 1) * 86_400)
+                var start = end.addingTimeInterval(-Double(sweep.firstSweepDays) * 86_400)
+                if let mark = try ledger.reconcileMark(sweep.markKey) {
                     start = Date(timeIntervalSince1970: Double(mark) / 1000).addingTimeInterval(-Self.overlapSeconds)
                 }
                 start = max(start, oldest)
-                total.add(try sweep(environment, from: start, to: end))
-                try ledger.advanceReconcileMark(environment.rawValue,
-                                                toMilliseconds: Int64(end.timeIntervalSince1970 * 1000))
+                total.add(try sweep.sweep(from: start, to: end))
+                try ledger.advanceReconcileMark(sweep.markKey, toMilliseconds: Int64(end.timeIntervalSince1970 * 1000))
             }
             return total
         }
     }
 }
 
-/// `wallet serve`'s reconciliation: a sweep soon after start, then every
-/// `WALLET_APPLE_RECONCILE_INTERVAL_MINUTES`.
+/// `wallet serve`'s sweeps of one store: soon after start, then every
+/// interval (`WALLET_APPLE_RECONCILE_INTERVAL_MINUTES`,
+/// `WALLET_GOOGLE_VOIDED_POLL_MINUTES`), under the store's advisory lock so
+/// one instance sweeps at a time.
 final class ReconcileSchedule: Sendable {
     static let firstDelaySeconds = 5.0
 
-    private let reconciler: Reconciler
+    private let name: String
+    private let sweeps: [any MarkedSweep]
+    private let lockKey: Int64
     private let ledger: Ledger
-    private let environments: [Environment]
     private let intervalSeconds: Double
     private let readiness: Readiness
     private let logger: Logger
     private let state = Monitor(RunState())
 
-    init(reconciler: Reconciler, ledger: Ledger, environments: [Environment], intervalMinutes: Int,
+    init(name: String, sweeps: [any MarkedSweep], lockKey: Int64, ledger: Ledger, intervalMinutes: Int,
          readiness: Readiness, logger: Logger) {
-        self.reconciler = reconciler
+        self.name = name
+        self.sweeps = sweeps
+        self.lockKey = lockKey
         self.ledger = ledger
-        self.environments = environments
         intervalSeconds = Double(intervalMinutes) * 60
         self.readiness = readiness
         self.logger = logger
     }
 
     func start() {
-        state.startThread(name: "wallet-reconcile") { [self] stopping in
+        state.startThread(name: "wallet-sweep") { [self] stopping in
             state.pause(seconds: Self.firstDelaySeconds)
             while !stopping() {
                 if readiness.isSchemaReady { sweep() }
@@ -141,15 +177,14 @@ final class ReconcileSchedule: Sendable {
 
     private func sweep() {
         do {
-            guard let summary = try reconciler.sweepSinceMarks(environments, ledger: ledger) else {
-                logger.info("notification reconciliation skipped: another instance is sweeping")
+            guard let summary = try Reconciler.sweepSinceMarks(sweeps, lockKey: lockKey, ledger: ledger) else {
+                logger.info("\(name) skipped: another instance is sweeping")
                 return
             }
             for refusal in summary.refusals { logger.warning(refusal) }
-            logger.info("notification reconciliation", ["reconcile.summary": summary.line])
+            logger.info(name, ["reconcile.summary": summary.line])
         } catch {
-            logger.warning("notification reconciliation failed; the next sweep covers this one's range",
-                           ["error": String(describing: error)])
+            logger.warning("\(name) failed; the next sweep covers this one's range", ["error": String(describing: error)])
         }
     }
 }
@@ -175,6 +210,60 @@ public enum ReconcileCommand {
         guard let client = try AppStoreSetup.serverAPIClient(configuration, metrics: metrics, logger: logger) else {
             throw Configuration.ConfigurationError(variable: "WALLET_APPLE_API_KEY_ID", message: "must be set")
         }
+        return try withLedger(configuration, metrics: metrics, logger: logger) { ledger in
+            let notifications = NotificationProcessor(
+                ledger: ledger, verifier: try AppStoreSetup.verifier(configuration.apple), metrics: metrics, readiness: nil,
+                queueConsumption: configuration.apple.api.consumptionConsent, logger: logger)
+            let reconciler = Reconciler(client: client, notifications: notifications, logger: logger)
+            let chosen = (environments ?? configuration.apple.environments).map { Environment(rawValue: $0) }
+            return try sweep(reconciler.sweeps(chosen), lockKey: Ledger.reconcileLockKey, since: since, until: until,
+                             ledger: ledger)
+        }
+    }
+
+    /// `wallet googleplay reconcile`: Google Play's voided purchases, from
+    /// `since` (at most 30 days back) when given, else since the last sweep.
+    public static func runVoidedSweep(configuration: Configuration, since: Date?, logger: Logger) throws -> Run {
+        let metrics = Metrics()
+        guard let client = try GooglePlaySetup.client(configuration, metrics: metrics) else {
+            throw Configuration.ConfigurationError(variable: "WALLET_GOOGLE_SERVICE_ACCOUNT_FILE",
+                                                   message: "must be set, with WALLET_GOOGLE_PACKAGE_NAME")
+        }
+        return try withLedger(configuration, metrics: metrics, logger: logger) { ledger in
+            let sweep = VoidedPurchasesSweep(voids: GooglePlayVoids(client: client, ledger: ledger, metrics: metrics,
+                                                                     logger: logger))
+            let oldest = Date().addingTimeInterval(-Double(sweep.historyDaysMax - 1) * 86_400)
+            return try Self.sweep([sweep], lockKey: Ledger.voidedSweepLockKey, since: since.map { max($0, oldest) },
+                                  until: nil, ledger: ledger)
+        }
+    }
+
+    /// With `since`, the range `since`…`until` (default now) and no mark
+    /// moves; without it, the scheduled sweep's range, and the marks move on
+    /// success.
+    private static func sweep(_ sweeps: [any MarkedSweep], lockKey: Int64, since: Date?, until: Date?,
+                              ledger: Ledger) throws -> Run {
+        do {
+            var summary = Reconciler.Summary()
+            if let since {
+                for sweep in sweeps { summary.add(try sweep.sweep(from: since, to: until ?? Date())) }
+            } else {
+                guard let swept = try Reconciler.sweepSinceMarks(sweeps, lockKey: lockKey, ledger: ledger) else {
+                    return Run(summaryLine: summary.line, refusals: [],
+                               failure: "another instance is sweeping now; try again, or pass --since")
+                }
+                summary = swept
+            }
+            return Run(summaryLine: summary.line, refusals: summary.refusals, failure: nil)
+        } catch let error as Reconciler.SweepError {
+            return Run(summaryLine: Reconciler.Summary().line, refusals: [], failure: error.description)
+        }
+    }
+
+    /// A small ledger on the configured database (its session URL), or on
+    /// the embedded one started for the command.
+    private static func withLedger(_ configuration: Configuration, metrics: Metrics, logger: Logger,
+                                   _ body: (Ledger) throws -> Run) throws -> Run {
         var embedded: EmbeddedDatabase?
         let conninfo: String
         if let url = configuration.sessionDatabaseURL {
@@ -193,28 +282,6 @@ public enum ReconcileCommand {
             metrics: metrics, logger: logger)
         defer { ledger.shutdown(timeoutSeconds: 5) }
         try ledger.bringSchemaUp(migrate: false)
-
-        let notifications = NotificationProcessor(
-            ledger: ledger, verifier: try AppStoreSetup.verifier(configuration.apple), metrics: metrics, readiness: nil,
-            queueConsumption: configuration.apple.api.consumptionConsent, logger: logger)
-        let reconciler = Reconciler(client: client, notifications: notifications, logger: logger)
-        let chosen = (environments ?? configuration.apple.environments).map { Environment(rawValue: $0) }
-        do {
-            var summary = Reconciler.Summary()
-            if let since {
-                for environment in chosen {
-                    summary.add(try reconciler.sweep(environment, from: since, to: until ?? Date()))
-                }
-            } else {
-                guard let swept = try reconciler.sweepSinceMarks(chosen, ledger: ledger) else {
-                    return Run(summaryLine: summary.line, refusals: [],
-                               failure: "another instance is sweeping now; try again, or pass --since")
-                }
-                summary = swept
-            }
-            return Run(summaryLine: summary.line, refusals: summary.refusals, failure: nil)
-        } catch let error as Reconciler.SweepError {
-            return Run(summaryLine: Reconciler.Summary().line, refusals: [], failure: error.description)
-        }
+        return try body(ledger)
     }
 }

@@ -1,9 +1,9 @@
 import Foundation
 import Postgres
 
-/// The App Store Server API's reconciliation marks in the ledger database
-/// (its consumption answers are in the outbox, `Outbox.swift`). Times cross
-/// as epoch milliseconds.
+/// The sweeps' high-water marks in the ledger database, one per sweep: an
+/// App Store environment's notification history, and Google Play's voided
+/// purchases (`googleplay-voided`). Times cross as epoch milliseconds.
 extension LedgerStore {
     /// The end of the last complete sweep of `environment`, in epoch milliseconds.
     static func reconcileMark(_ environment: String, on connection: Connection) throws -> Int64? {
@@ -35,12 +35,11 @@ extension Ledger {
         }
     }
 
-    /// Runs `body` holding the reconciliation advisory lock (a session lock
-    /// on a connection kept for the purpose), or returns nil at once when
-    /// another session holds it.
-    public func withReconcileLock<T>(_ body: () throws -> T) throws -> T? {
+    /// Runs `body` holding a sweep's advisory lock (a session lock on a
+    /// connection kept for the purpose; `key` names the sweep), or returns
+    /// nil at once when another session holds it.
+    public func withSweepLock<T>(_ key: Int64, _ body: () throws -> T) throws -> T? {
         try sessionPool.withConnection(deadline: .now + .seconds(5)) { connection in
-            let key = Self.reconcileLockKey
             guard try connection.query("SELECT pg_try_advisory_lock(\(key)::bigint)")[0].decode(Bool.self, at: 0) else {
                 return nil
             }
@@ -54,6 +53,8 @@ extension Ledger {
         }
     }
 
-    /// "wallet reconcile" as eight bytes: the one advisory lock key the service takes.
-    static let reconcileLockKey: Int64 = 0x7761_6C6C_7265_636F
+    /// "wallreco": the App Store notification-history sweep's advisory lock key.
+    public static let reconcileLockKey: Int64 = 0x7761_6C6C_7265_636F
+    /// "wallvoid": the Google Play voided-purchases sweep's.
+    public static let voidedSweepLockKey: Int64 = 0x7761_6C6C_766F_6964
 }

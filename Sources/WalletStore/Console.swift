@@ -132,6 +132,7 @@ public struct ConsoleStore: Sendable {
         public var refusedReasons: [Count]
         /// The newest refused notifications in the window, at most 10.
         public var recentRefused: [Refused]
+        public var googleNotificationOutcomes: [Count]
     }
 
     /// The last `days` UTC days, today included. Coins credited are the
@@ -176,6 +177,10 @@ public struct ConsoleStore: Sendable {
             SELECT reason, count(*) FROM wallet.appstore_refused_notifications
             WHERE received_at >= \(unsafeSQL: start) GROUP BY reason ORDER BY reason
             """, on: connection)
+        let google = try self.counts("""
+            SELECT outcome, count(*) FROM wallet.googleplay_notifications
+            WHERE received_at >= \(unsafeSQL: start) GROUP BY outcome ORDER BY outcome
+            """, on: connection)
         let recent = try connection.query("""
             SELECT wallet.rfc3339(received_at), reason, request_id FROM wallet.appstore_refused_notifications
             WHERE received_at >= \(unsafeSQL: start) ORDER BY id DESC LIMIT 10
@@ -187,7 +192,7 @@ public struct ConsoleStore: Sendable {
                         refunds: try counts.decode(Int64.self, at: 1),
                         consumptionRequests: try counts.decode(Int64.self, at: 2),
                         largestBalances: largest, mostNegativeBalances: negative, notificationOutcomes: outcomes,
-                        refusedReasons: refused, recentRefused: recent)
+                        refusedReasons: refused, recentRefused: recent, googleNotificationOutcomes: google)
     }
 
     private static func wallets(_ order: String, on connection: Connection) throws -> [WalletRow] {
@@ -355,6 +360,26 @@ public struct ConsoleStore: Sendable {
         public var sentAt: String?
     }
 
+    /// A Google Play real-time developer notification about the flowNO.
+    public struct GoogleNotificationRow: Sendable, Equatable {
+        public var messageID: String
+        public var kind: String
+        public var eventTime: String
+        public var receivedAt: String
+        public var outcome: String
+        public var entryID: Int64?
+    }
+
+    /// A void Google reported for the flowNO's purchase.
+    public struct GoogleVoidRow: Sendable, Equatable {
+        public var voidedAt: String
+        /// `full` or `partial`.
+        public var refund: String
+        public var voidedQuantity: Int?
+        public var source: String
+        public var recordedAt: String
+    }
+
     public struct CreditPage: Sendable {
         public var flowNo: String
         /// Nil for a flowNO never credited (Apple told of it first).
@@ -365,6 +390,8 @@ public struct ConsoleStore: Sendable {
         /// Refunds and their reversals, oldest first.
         public var refunds: [EntryRow]
         public var notifications: [NotificationRow]
+        public var googleNotifications: [GoogleNotificationRow]
+        public var googleVoids: [GoogleVoidRow]
         public var outbox: [OutboxRow]
         public var audit: [AuditRow]
     }
@@ -410,9 +437,30 @@ public struct ConsoleStore: Sendable {
             WHERE arguments ? 'flow_no' AND arguments ->> 'flow_no' = \(flowNo.rawValue)
             ORDER BY id DESC LIMIT \(relatedMax)
             """, on: connection)
-        guard credit != nil || refundState != nil || !notifications.isEmpty else { return nil }
+        let googleNotifications = try connection.query("""
+            SELECT message_id, kind, wallet.rfc3339(event_time), wallet.rfc3339(received_at), outcome, entry_id
+            FROM wallet.googleplay_notifications WHERE flow_no = \(flowNo.rawValue)
+            ORDER BY event_time, message_id LIMIT \(relatedMax)
+            """).map {
+            GoogleNotificationRow(messageID: try $0.decode(String.self, at: 0), kind: try $0.decode(String.self, at: 1),
+                                  eventTime: try $0.decode(String.self, at: 2), receivedAt: try $0.decode(String.self, at: 3),
+                                  outcome: try $0.decode(String.self, at: 4), entryID: try $0.decodeIfPresent(Int64.self, at: 5))
+        }
+        let googleVoids = try connection.query("""
+            SELECT wallet.rfc3339(voided_at), CASE refund_type WHEN 1 THEN 'full' ELSE 'partial' END, voided_quantity,
+                   source, wallet.rfc3339(recorded_at)
+            FROM wallet.googleplay_voids WHERE flow_no = \(flowNo.rawValue)
+            ORDER BY voided_at LIMIT \(relatedMax)
+            """).map {
+            GoogleVoidRow(voidedAt: try $0.decode(String.self, at: 0), refund: try $0.decode(String.self, at: 1),
+                          voidedQuantity: try $0.decodeIfPresent(Int.self, at: 2), source: try $0.decode(String.self, at: 3),
+                          recordedAt: try $0.decode(String.self, at: 4))
+        }
+        guard credit != nil || refundState != nil || !notifications.isEmpty || !googleVoids.isEmpty
+            || !googleNotifications.isEmpty else { return nil }
         return CreditPage(flowNo: flowNo.rawValue, credit: credit, refundState: refundState, refunds: refunds,
-                          notifications: notifications, outbox: outbox, audit: audit)
+                          notifications: notifications, googleNotifications: googleNotifications, googleVoids: googleVoids,
+                          outbox: outbox, audit: audit)
     }
 
     // MARK: Search, audit, keys
@@ -430,6 +478,7 @@ public struct ConsoleStore: Sendable {
                        OR EXISTS (SELECT 1 FROM wallet.credits WHERE user_id = \(text)),
                    EXISTS (SELECT 1 FROM wallet.credits WHERE flow_no = \(text))
                        OR EXISTS (SELECT 1 FROM wallet.appstore_notifications WHERE flow_no = \(text))
+                       OR EXISTS (SELECT 1 FROM wallet.googleplay_voids WHERE flow_no = \(text))
             """)[0]
         return SearchResult(isUser: try row.decode(Bool.self, at: 0), isCredit: try row.decode(Bool.self, at: 1))
     }

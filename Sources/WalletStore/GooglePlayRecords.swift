@@ -31,3 +31,121 @@ extension Ledger {
         try reads.run(deadline: deadline) { try LedgerStore.credit(purchaseToken: purchaseToken, on: $0) }
     }
 }
+
+/// One void Google reported for a purchase token.
+public struct GooglePlayVoid: Sendable, Equatable {
+    public var voidedAtMilliseconds: Int64
+    /// 1: a full refund; 2: a quantity-based partial refund of `voidedQuantity`.
+    public var refundType: Int
+    public var voidedQuantity: Int?
+    public var orderID: String?
+    /// `push` or `sweep`: how it first arrived.
+    public var source: String
+
+    public init(voidedAtMilliseconds: Int64, refundType: Int, voidedQuantity: Int?, orderID: String?, source: String) {
+        self.voidedAtMilliseconds = voidedAtMilliseconds
+        self.refundType = refundType
+        self.voidedQuantity = voidedQuantity
+        self.orderID = orderID
+        self.source = source
+    }
+
+    /// The JSON `wallet.apply_googleplay_voids` reads.
+    var json: String {
+        var fields = ["\"voided_at_ms\":\(voidedAtMilliseconds)", "\"refund_type\":\(refundType)",
+                      "\"source\":\(Self.quoted(source))"]
+        if let voidedQuantity { fields.append("\"voided_quantity\":\(voidedQuantity)") }
+        if let orderID { fields.append("\"order_id\":\(Self.quoted(orderID))") }
+        return "{" + fields.joined(separator: ",") + "}"
+    }
+
+    static func json(_ voids: [GooglePlayVoid]) -> String {
+        "[" + voids.map(\.json).joined(separator: ",") + "]"
+    }
+
+    private static func quoted(_ text: String) -> String {
+        let data = (try? JSONSerialization.data(withJSONObject: [text], options: [])) ?? Data("[\"\"]".utf8)
+        return String(decoding: data.dropFirst().dropLast(), as: UTF8.self)
+    }
+}
+
+/// What applying Google's word on a purchase did.
+public struct GooglePlayApplied: Sendable, Equatable {
+    /// `refunded`, `already_refunded`, `unchanged`, `revoked`, `recorded` or `duplicate`.
+    public var outcome: String
+    public var entryID: Int64?
+    /// Coins this call refunded.
+    public var refundedCoins: Int64
+}
+
+/// A real-time developer notification as recorded.
+public struct GooglePlayNotificationRecord: Sendable {
+    public var messageID: String
+    public var kind: String
+    public var packageName: String
+    public var eventTimeMilliseconds: Int64
+    public var purchaseToken: String?
+    public var orderID: String?
+    /// The flowNO the purchase is (or would be) credited under.
+    public var flowNo: String?
+    /// The decoded notification, as JSON text.
+    public var payloadJSON: String
+    /// The voids to apply with it; nil for a notification that voids nothing.
+    public var voids: [GooglePlayVoid]?
+
+    public init(messageID: String, kind: String, packageName: String, eventTimeMilliseconds: Int64, purchaseToken: String?,
+                orderID: String?, flowNo: String?, payloadJSON: String, voids: [GooglePlayVoid]?) {
+        self.messageID = messageID
+        self.kind = kind
+        self.packageName = packageName
+        self.eventTimeMilliseconds = eventTimeMilliseconds
+        self.purchaseToken = purchaseToken
+        self.orderID = orderID
+        self.flowNo = flowNo
+        self.payloadJSON = payloadJSON
+        self.voids = voids
+    }
+}
+
+extension LedgerStore {
+    static func applyGooglePlayVoids(flowNo: String, purchaseToken: String, voids: [GooglePlayVoid],
+                                     on connection: Connection) throws -> GooglePlayApplied {
+        try applied(try connection.query("""
+            SELECT outcome, entry_id, amount
+            FROM wallet.apply_googleplay_voids(\(flowNo), \(purchaseToken), \(GooglePlayVoid.json(voids))::jsonb)
+            """)[0])
+    }
+
+    static func applyGooglePlayNotification(_ record: GooglePlayNotificationRecord,
+                                            on connection: Connection) throws -> GooglePlayApplied {
+        try applied(try connection.query("""
+            SELECT outcome, entry_id, amount FROM wallet.apply_googleplay_notification(
+                \(record.messageID), \(record.kind), \(record.packageName), \(record.eventTimeMilliseconds)::bigint,
+                \(record.purchaseToken), \(record.orderID), \(record.flowNo), \(record.payloadJSON)::jsonb,
+                \(record.voids.map(GooglePlayVoid.json))::jsonb)
+            """)[0])
+    }
+
+    private static func applied(_ row: Row) throws -> GooglePlayApplied {
+        GooglePlayApplied(outcome: try row.decode(String.self, at: 0), entryID: try row.decodeIfPresent(Int64.self, at: 1),
+                          refundedCoins: try row.decodeIfPresent(Int64.self, at: 2) ?? 0)
+    }
+}
+
+extension Ledger {
+    /// Brings a purchase's credit to Google's voids, by `deadline`.
+    public func applyGooglePlayVoids(flowNo: String, purchaseToken: String, voids: [GooglePlayVoid],
+                                     deadline: ContinuousClock.Instant) throws -> GooglePlayApplied {
+        try readBounded(pool: pool, metrics: metrics, deadline: deadline) {
+            try LedgerStore.applyGooglePlayVoids(flowNo: flowNo, purchaseToken: purchaseToken, voids: voids, on: $0)
+        }
+    }
+
+    /// Records a notification once (by its messageId) with its voids, by `deadline`.
+    public func applyGooglePlayNotification(_ record: GooglePlayNotificationRecord,
+                                            deadline: ContinuousClock.Instant) throws -> GooglePlayApplied {
+        try readBounded(pool: pool, metrics: metrics, deadline: deadline) {
+            try LedgerStore.applyGooglePlayNotification(record, on: $0)
+        }
+    }
+}

@@ -86,7 +86,7 @@ enum AppStoreCommand {
         return 0
     }
 
-    private static func date(_ text: String, option: String) throws -> Date {
+    static func date(_ text: String, option: String) throws -> Date {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime]
         if let date = formatter.date(from: text) { return date }

@@ -1,10 +1,19 @@
 import Foundation
+import WalletService
 import WalletStore
 
-/// `wallet googleplay consumption list`.
+/// `wallet googleplay reconcile|consumption`.
 enum GooglePlayCommand {
     static let help = """
-        usage: wallet googleplay consumption list [--limit N]
+        usage: wallet googleplay reconcile [--since RFC3339]
+               wallet googleplay consumption list [--limit N]
+
+        reconcile    reads Google Play's voided purchases and applies every void
+                     of a one-time product, as if pushed; prints
+                     seen=N applied=N already=N refused=N. Without --since it
+                     covers the time since the last sweep (minus an hour), or
+                     the last 30 days (all Google keeps), and records how far it
+                     got. Exit 0 when Google could be read; 1 when not.
 
         consumption  lists the consumes of credited Google Play purchases, sent
                      or due, newest first: each purchase is consumed once it is
@@ -14,6 +23,8 @@ enum GooglePlayCommand {
 
     static func run(_ arguments: [String], environment: [String: String]) throws -> Int32 {
         switch arguments.first {
+        case "reconcile":
+            return try reconcile(Array(arguments.dropFirst()), environment: environment)
         case "consumption":
             guard arguments.dropFirst().first == "list" else { throw UsageError(message: help) }
             return try OutboxCommand.list(.googlePlayConsume, Array(arguments.dropFirst(2)), environment: environment,
@@ -22,6 +33,27 @@ enum GooglePlayCommand {
             print(help)
             return arguments.contains("--help") || arguments.contains("-h") ? 0 : 2
         }
+    }
+}
+
+extension GooglePlayCommand {
+    private static func reconcile(_ arguments: [String], environment: [String: String]) throws -> Int32 {
+        guard let invocation = try WalletCommand.invocation(
+            arguments, environment: environment, values: ["since", "database-url", "data-dir"], help: help) else { return 0 }
+        let since = try invocation.options.values["since"].map { try AppStoreCommand.date($0, option: "since") }
+        let run: ReconcileCommand.Run
+        do {
+            run = try ReconcileCommand.runVoidedSweep(configuration: invocation.configuration, since: since,
+                                                      logger: invocation.logger)
+        } catch let error as Configuration.ConfigurationError {
+            throw UsageError(message: "configuration: \(error.description)")
+        }
+        print(run.summaryLine)
+        if let failure = run.failure {
+            WalletCommand.printError("reconcile failed: \(failure)")
+            return 1
+        }
+        return 0
     }
 }
 

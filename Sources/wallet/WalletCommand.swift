@@ -53,7 +53,7 @@ enum WalletCommand {
           check      check the ledger's invariants
           appstore   verify App Store signed data offline, reconcile notifications,
                      list consumption answers
-          googleplay list the consumes of Google Play purchases
+          googleplay reconcile voided purchases, list the consumes of purchases
           version    print the version
 
         Run `wallet <command> --help` for a command's options. Settings come from

@@ -90,12 +90,12 @@ public final class TestService: @unchecked Sendable {
     /// One request on a fresh connection to a service on `port`, in this
     /// process or another.
     public static func request(port: UInt16, _ method: String, _ path: String, key: String?, json: String?,
-                               headers: [(name: String, value: String)] = [],
+                               headers: [(name: String, value: String)] = [], body: String? = nil,
                                timeoutSeconds: Double = 30) throws -> HTTPTestResponse {
         let client = try HTTPTestClient(port: port, timeoutSeconds: timeoutSeconds)
         defer { client.close() }
         return try client.request(method: method, path: path, headers: Self.headers(key: key, json: json) + headers,
-                                  body: Array((json ?? "").utf8))
+                                  body: Array((body ?? json ?? "").utf8))
     }
 
     public static func headers(key: String?, json: String?) -> [(name: String, value: String)] {

@@ -46,8 +46,7 @@ struct SchemaUpgradeTests {
         #expect(try notify("n-4", "REFUND", "u-3", second: 4) == "revoked")
 
         let applied = try Schema.migrator(logger: logger).migrate(connection: connection)
-        #expect(applied == ["0006_appstore_refund_states.sql", "0007_typed_batches.sql", "0008_appstore_server_api.sql", "0009_holds.sql", "0010_hold_batches.sql",
-                         "0011_admin_console.sql", "0012_googleplay_credits.sql"]
+        #expect(applied == Schema.migrationFiles.map(\.name).filter { $0 >= "0006" }
             + Schema.functionFiles.map { "functions/" + $0.name })
         #expect(try Schema.migrator(logger: logger).migrate(connection: connection) == [])
         #expect(try connection.query("SELECT * FROM wallet.check_invariants()").isEmpty)
@@ -117,8 +116,7 @@ struct SchemaUpgradeTests {
             + #""currency":"coin"}}"#
 
         let applied = try Schema.migrator(logger: logger).migrate(connection: connection)
-        #expect(applied == ["0006_appstore_refund_states.sql", "0007_typed_batches.sql", "0008_appstore_server_api.sql", "0009_holds.sql", "0010_hold_batches.sql",
-                         "0011_admin_console.sql", "0012_googleplay_credits.sql"]
+        #expect(applied == Schema.migrationFiles.map(\.name).filter { $0 >= "0006" }
             + Schema.functionFiles.map { "functions/" + $0.name })
         #expect(try connection.query("SELECT * FROM wallet.check_invariants()").isEmpty)
         let kept = try connection.query("""

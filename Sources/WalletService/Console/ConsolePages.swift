@@ -75,7 +75,7 @@ enum ConsolePages {
         document(title: "Nothing found", chrome: chrome, main: """
             <h1>Nothing found</h1>
             <p>No player and no flowNO is <q>\(query)</q>. A player is found by the exact user id of a wallet or a \
-            credit; a flowNO by the exact App Store transaction id of a credit or of an App Store notification.</p>
+            credit; a flowNO by the exact store transaction id (Apple's transaction id, Google's orderId) of a credit, a notification or a void.</p>
             """)
     }
 
@@ -149,6 +149,15 @@ enum ConsolePages {
                     rows: overview.recentRefused.map { refused in
                         row([cell(refused.receivedAt), cell(refused.reason), cell(refused.requestID)],
                             attributes: " class=\"refused\"")
+                    }))
+            </section>
+            <section>
+            <h2>Google Play notifications</h2>
+            \(table(id: "google-notification-outcomes",
+                    caption: "Real-time developer notifications by outcome; unauthorized pushes are counted in the metrics, not kept",
+                    columns: ["Outcome", "Count"],
+                    rows: overview.googleNotificationOutcomes.map { outcome in
+                        "<tr><th scope=\"row\">\(outcome.name)</th><td>\(outcome.count)</td></tr>"
                     }))
             </section>
             """)
@@ -259,6 +268,25 @@ enum ConsolePages {
                              cell(notification.subtype), cell(notification.environment), cell(notification.signedAt),
                              cell(notification.receivedAt), cell(notification.outcome), cell(notification.entryID)])
                     }))
+            </section>
+            <section>
+            <h2>Google Play</h2>
+            \(table(id: "google-voids", caption: "Voids Google reported for this purchase; the refunds converge on them",
+                    columns: ["Voided", "Refund", "Quantity", "Arrived by", "Recorded"],
+                    rows: page.googleVoids.map { void in
+                        row([cell(void.voidedAt), cell(void.refund), cell(void.voidedQuantity.map(Int64.init)),
+                             cell(void.source), cell(void.recordedAt)])
+                    }))
+            \(table(id: "google-notifications", caption: "Real-time developer notifications about this purchase",
+                    columns: ["Message", "Kind", "Event", "Received", "Outcome", "Entry"],
+                    rows: page.googleNotifications.map { notification in
+                        row([cell(notification.messageID, class: "id"), cell(notification.kind),
+                             cell(notification.eventTime), cell(notification.receivedAt), cell(notification.outcome),
+                             cell(notification.entryID)])
+                    }))
+            </section>
+            <section>
+            <h2>Calls owed to the store</h2>
             \(table(id: "outbox", caption: "Calls owed to the store for this flowNO: consumption answers, consumes",
                     columns: ["Call", "Status", "Attempts", "Last error", "Sent"],
                     rows: page.outbox.map { request in
