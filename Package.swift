@@ -62,7 +62,8 @@ let package = Package(
         ),
         .target(
             name: "WalletService",
-            dependencies: ["WalletStore", "HTTPServer", "Crypto", "AppStore", "GooglePlay", "WalletCore", "Locking", "Logging"],
+            dependencies: ["WalletStore", "HTTPServer", "Crypto", "AppStore", "GooglePlay", "StoreHTTP", "WalletCore", "Locking",
+                           "Logging"],
             exclude: ["Embedded"],
             plugins: ["EmbedFiles"]
         ),

@@ -1,6 +1,6 @@
 public import Crypto
 public import Foundation
-import StoreHTTP
+public import StoreHTTP
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -25,21 +25,7 @@ public struct ServerAPIClient: Sendable {
     }
 
     /// An answer's class: the only values of the `status` metric label.
-    public enum StatusClass: String, Sendable, CaseIterable {
-        case success = "2xx"
-        case clientError = "4xx"
-        case serverError = "5xx"
-        /// No HTTP answer: no connection, the time limit, a body too large.
-        case error
-
-        init(status: Int) {
-            switch status {
-            case 200..<300: self = .success
-            case 500..<600: self = .serverError
-            default: self = .clientError
-            }
-        }
-    }
+    public typealias StatusClass = StoreHTTP.StatusClass
 
     public struct Configuration: Sendable {
         public var token: ServerAPIToken.Claims
@@ -179,7 +165,7 @@ public struct ServerAPIClient: Sendable {
         }
         let answer = RetryingCall.send(
             name: endpoint.rawValue, responseBytesMax: configuration.responseBytesMax, deadline: deadline,
-            observe: { status, seconds in observe(endpoint, status.map(StatusClass.init(status:)) ?? .error, seconds) }
+            observe: { status, seconds in observe(endpoint, status, seconds) }
         ) {
             var request = URLRequest(url: url)
             request.httpMethod = method

@@ -56,3 +56,24 @@ func readAll(_ bio: OpaquePointer) -> String {
     }
     return String(decoding: bytes, as: UTF8.self)
 }
+
+/// Reads an unencrypted PEM private key, or nil. No passphrase is ever
+/// supplied, so an encrypted key is unreadable rather than a prompt on the
+/// service's terminal. The caller clears OpenSSL's errors: their text may
+/// quote the input.
+func readPrivateKeyPEM(_ pem: String) -> OpaquePointer? {
+    let bytes = Array(pem.utf8)
+    return bytes.withUnsafeBufferPointer { buffer in
+        guard let bio = BIO_new_mem_buf(buffer.baseAddress, Int32(buffer.count)) else { return nil }
+        defer { BIO_free(bio) }
+        return PEM_read_bio_PrivateKey(bio, nil, { _, _, _, _ in 0 }, nil)
+    }
+}
+
+/// A private key as unencrypted PKCS#8 PEM.
+func pkcs8PEM(of pkey: OpaquePointer) -> String {
+    guard let bio = BIO_new(BIO_s_mem()) else { fatalError("BIO_new failed") }
+    defer { BIO_free(bio) }
+    precondition(PEM_write_bio_PrivateKey(bio, pkey, nil, nil, 0, nil, nil) == 1, "PEM_write_bio_PrivateKey failed")
+    return readAll(bio)
+}

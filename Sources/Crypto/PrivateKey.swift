@@ -55,15 +55,7 @@ public final class PrivateKey: @unchecked Sendable {
     public init(pem: String) throws(KeyError) {
         ERR_clear_error()
         defer { ERR_clear_error() }
-        let bytes = Array(pem.utf8)
-        let read: OpaquePointer? = bytes.withUnsafeBufferPointer { buffer in
-            guard let bio = BIO_new_mem_buf(buffer.baseAddress, Int32(buffer.count)) else { return nil }
-            defer { BIO_free(bio) }
-            // A callback that supplies no passphrase: an encrypted key is
-            // unreadable, rather than a prompt on the service's terminal.
-            return PEM_read_bio_PrivateKey(bio, nil, { _, _, _, _ in 0 }, nil)
-        }
-        guard let read else { throw .unreadable }
+        guard let read = readPrivateKeyPEM(pem) else { throw .unreadable }
         guard PublicKey.isP256(read) else {
             EVP_PKEY_free(read)
             throw .notP256
@@ -78,12 +70,7 @@ public final class PrivateKey: @unchecked Sendable {
     }
 
     /// The key as unencrypted PKCS#8 PEM, the form of Apple's `.p8` files.
-    public var pkcs8PEM: String {
-        guard let bio = BIO_new(BIO_s_mem()) else { fatalError("BIO_new failed") }
-        defer { BIO_free(bio) }
-        precondition(PEM_write_bio_PrivateKey(bio, pkey, nil, nil, 0, nil, nil) == 1, "PEM_write_bio_PrivateKey failed")
-        return readAll(bio)
-    }
+    public var pkcs8PEM: String { Crypto.pkcs8PEM(of: pkey) }
 
     /// Signs `message` with ES256 and returns the 64-byte r‖s form JOSE uses.
     public func signES256(_ message: some Collection<UInt8>) throws(KeyError) -> [UInt8] {

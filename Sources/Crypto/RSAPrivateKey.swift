@@ -76,13 +76,7 @@ public final class RSAPrivateKey: @unchecked Sendable {
         guard !bytes.isEmpty, bytes.count <= Self.pemBytesMax else { throw .unreadable }
         ERR_clear_error()
         defer { ERR_clear_error() }
-        let read: OpaquePointer? = bytes.withUnsafeBufferPointer { buffer in
-            guard let bio = BIO_new_mem_buf(buffer.baseAddress, Int32(buffer.count)) else { return nil }
-            defer { BIO_free(bio) }
-            // A callback that supplies no passphrase, so none is asked for.
-            return PEM_read_bio_PrivateKey(bio, nil, { _, _, _, _ in 0 }, nil)
-        }
-        guard let read else { throw .unreadable }
+        guard let read = readPrivateKeyPEM(pem) else { throw .unreadable }
         guard PublicKey.isRSA(read) else {
             EVP_PKEY_free(read)
             throw .notRSA
@@ -107,12 +101,7 @@ public final class RSAPrivateKey: @unchecked Sendable {
 
     /// The key as unencrypted PKCS#8 PEM, the form of a service account's
     /// `private_key`, whichever form it was read from.
-    public var pkcs8PEM: String {
-        guard let bio = BIO_new(BIO_s_mem()) else { fatalError("BIO_new failed") }
-        defer { BIO_free(bio) }
-        precondition(PEM_write_bio_PrivateKey(bio, pkey, nil, nil, 0, nil, nil) == 1, "PEM_write_bio_PrivateKey failed")
-        return readAll(bio)
-    }
+    public var pkcs8PEM: String { Crypto.pkcs8PEM(of: pkey) }
 
     /// Signs `message` with RS256 (RFC 7518 §3.3): RSASSA-PKCS1-v1_5 over
     /// SHA-256. The signature has as many bytes as the modulus, and is the

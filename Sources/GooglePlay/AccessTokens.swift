@@ -1,7 +1,7 @@
 public import Foundation
 public import Crypto
 import Locking
-import StoreHTTP
+public import StoreHTTP
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -162,7 +162,7 @@ public final class AccessTokens: Sendable {
         var sentAt = ContinuousClock.now
         let answer = RetryingCall.send(
             name: PlayClient.Endpoint.token.rawValue, responseBytesMax: Self.answerBytesMax, deadline: deadline,
-            observe: { status, seconds in observe(status.map(PlayClient.StatusClass.init(status:)) ?? .error, seconds) }
+            observe: observe
         ) {
             // Signed afresh for every attempt, so a retry never sends an
             // assertion older than the call.

@@ -1,5 +1,5 @@
 public import Foundation
-import StoreHTTP
+public import StoreHTTP
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -29,21 +29,7 @@ public struct PlayClient: Sendable {
     }
 
     /// An answer's class: the only values of the `status` metric label.
-    public enum StatusClass: String, Sendable, CaseIterable {
-        case success = "2xx"
-        case clientError = "4xx"
-        case serverError = "5xx"
-        /// No HTTP answer: no connection, the time limit, a body too large.
-        case error
-
-        init(status: Int) {
-            switch status {
-            case 200..<300: self = .success
-            case 500..<600: self = .serverError
-            default: self = .clientError
-            }
-        }
-    }
+    public typealias StatusClass = StoreHTTP.StatusClass
 
     public struct Configuration: Sendable {
         public var apiURL: URL
@@ -168,7 +154,7 @@ public struct PlayClient: Sendable {
             var tokenUsed: String?
             let answer = RetryingCall.send(
                 name: endpoint.rawValue, responseBytesMax: configuration.responseBytesMax, deadline: deadline,
-                observe: { status, seconds in observe(endpoint, status.map(StatusClass.init(status:)) ?? .error, seconds) }
+                observe: { status, seconds in observe(endpoint, status, seconds) }
             ) {
                 // Asked on every attempt: a retry after a long Retry-After
                 // gets a token that is still fresh. Cheap while cached.

@@ -1,7 +1,7 @@
 import Crypto
 public import Foundation
 import Locking
-import StoreHTTP
+public import StoreHTTP
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -165,21 +165,7 @@ public final class PushAuthenticator: Sendable {
     }
 
     /// A key-set answer's class: the only values of a `status` metric label.
-    public enum StatusClass: String, Sendable, CaseIterable {
-        case success = "2xx"
-        case clientError = "4xx"
-        case serverError = "5xx"
-        /// No HTTP answer: no connection, the time limit, a body too large.
-        case error
-
-        init(status: Int) {
-            switch status {
-            case 200..<300: self = .success
-            case 500..<600: self = .serverError
-            default: self = .clientError
-            }
-        }
-    }
+    public typealias StatusClass = StoreHTTP.StatusClass
 
     private struct KeyCache: Sendable {
         var keys: [String: PublicKey] = [:]
@@ -401,7 +387,7 @@ public final class PushAuthenticator: Sendable {
         let url = configuration.jwksURL
         let answer = RetryingCall.send(
             name: "JWKS fetch", responseBytesMax: configuration.responseBytesMax, deadline: deadline,
-            observe: { [observe] status, seconds in observe(status.map(StatusClass.init(status:)) ?? .error, seconds) }
+            observe: observe
         ) {
             var request = URLRequest(url: url)
             request.httpMethod = "GET"

@@ -3,6 +3,24 @@ public import Foundation
 public import FoundationNetworking
 #endif
 
+/// An exchange's class: the only values of the `status` label of every
+/// store-call metric.
+public enum StatusClass: String, Sendable, CaseIterable {
+    case success = "2xx"
+    case clientError = "4xx"
+    case serverError = "5xx"
+    /// No HTTP answer: no connection, the time limit, a body too large.
+    case error
+
+    public init(status: Int) {
+        switch status {
+        case 200..<300: self = .success
+        case 500..<600: self = .serverError
+        default: self = .clientError
+        }
+    }
+}
+
 /// One call to a store's server API (Apple's or Google's), tried again for
 /// as long as the store may get over it and the caller's deadline allows.
 ///
@@ -24,10 +42,10 @@ public enum RetryingCall {
     /// any deadline these calls are given.
     public static let retryAfterSecondsMax = 60.0
 
-    /// `observe` gets each exchange's status (nil for no answer) and its
-    /// seconds; `name` says which call failed in `unavailable`'s words.
+    /// `observe` gets each exchange's status class and its seconds; `name`
+    /// says which call failed in `unavailable`'s words.
     public static func send(name: String, responseBytesMax: Int, deadline: ContinuousClock.Instant,
-                            observe: (Int?, Double) -> Void,
+                            observe: (StatusClass, Double) -> Void,
                             _ makeRequest: () throws -> URLRequest) -> Answer {
         var backoffSeconds = 0.25
         var lastFailure = "no attempt was made"
@@ -47,10 +65,10 @@ public enum RetryingCall {
             var pauseSeconds = backoffSeconds
             switch outcome {
             case .failure(let detail):
-                observe(nil, seconds)
+                observe(.error, seconds)
                 lastFailure = detail
             case .response(let status, let retryAfter, let body):
-                observe(status, seconds)
+                observe(StatusClass(status: status), seconds)
                 guard status == 429 || (500..<600).contains(status) else { return .final(status: status, body: body) }
                 lastFailure = "HTTP status \(status)"
                 if let wait = retryAfterSeconds(retryAfter) { pauseSeconds = wait }

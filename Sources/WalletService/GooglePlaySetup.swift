@@ -1,5 +1,6 @@
 import Foundation
 import GooglePlay
+import StoreHTTP
 import Logging
 import WalletCore
 import WalletStore

@@ -1,6 +1,7 @@
 import AppStore
 import Foundation
 import GooglePlay
+import StoreHTTP
 import Locking
 import WalletStore
 

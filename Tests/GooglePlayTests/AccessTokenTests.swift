@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import GooglePlay
+import StoreHTTP
 import Testing
 import TestSupport
 

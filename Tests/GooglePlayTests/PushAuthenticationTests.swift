@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import GooglePlay
 import TestSupport
+import StoreHTTP
 import Testing
 
 /// Each test runs its own fake key endpoint on loopback, so the fetch counts

@@ -172,3 +172,35 @@ public enum TestCluster {
         }
     }
 }
+
+/// A test rig that reads its database directly, each call on a connection
+/// of its own: counts, rows as text, and the invariant check.
+public protocol ProbesDatabase {
+    var options: Connection.Options { get }
+}
+
+extension ProbesDatabase {
+    public func count(_ sql: PostgresQuery) throws -> Int {
+        let connection = try Connection(options: options)
+        defer { connection.close() }
+        return try connection.query(sql)[0].decode(Int.self, at: 0)
+    }
+
+    /// Every row, each value as text (`NULL` for null).
+    public func rows(_ sql: PostgresQuery) throws -> [[String]] {
+        let connection = try Connection(options: options)
+        defer { connection.close() }
+        return try connection.query(sql).map { row in (0..<row.columns.count).map { row[$0] ?? "NULL" } }
+    }
+
+    public func execute(_ sql: PostgresQuery) throws {
+        let connection = try Connection(options: options)
+        defer { connection.close() }
+        _ = try connection.query(sql)
+    }
+
+    /// How many rules of the books `wallet.check_invariants()` finds broken.
+    public func violations() throws -> Int {
+        try count("SELECT count(*) FROM wallet.check_invariants()")
+    }
+}

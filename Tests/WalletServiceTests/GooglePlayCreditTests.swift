@@ -229,7 +229,7 @@ struct GooglePlayConfigurationTests {
 }
 
 /// A fake Google and the real `wallet serve` configured for it.
-final class GooglePlayRig: Sendable {
+final class GooglePlayRig: Sendable, ProbesDatabase {
     let options: Connection.Options
     let url: String
     let google: FakeGooglePlay
@@ -288,27 +288,5 @@ final class GooglePlayRig: Sendable {
 
     func walletCommand(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
         try runProcess([ServerProcess.walletBinary] + arguments, environment: environment, timeoutSeconds: 60)
-    }
-
-    func execute(_ sql: String) throws {
-        let connection = try Connection(options: options)
-        defer { connection.close() }
-        _ = try connection.query(PostgresQuery(unsafeSQL: sql))
-    }
-
-    func count(_ sql: PostgresQuery) throws -> Int {
-        let connection = try Connection(options: options)
-        defer { connection.close() }
-        return try connection.query(sql)[0].decode(Int.self, at: 0)
-    }
-
-    func rows(_ sql: PostgresQuery) throws -> [[String]] {
-        let connection = try Connection(options: options)
-        defer { connection.close() }
-        return try connection.query(sql).map { row in (0..<row.columns.count).map { row[$0] ?? "NULL" } }
-    }
-
-    func violations() throws -> Int {
-        try count("SELECT count(*) FROM wallet.check_invariants()")
     }
 }

@@ -451,7 +451,7 @@ final class AppleAPIFixture: @unchecked Sendable {
 
 /// `wallet serve` with `appstore-api` on, on a database of its own, talking
 /// to a fake App Store Server API and trusting a fake App Store's root.
-final class ServerAPIRig: @unchecked Sendable {
+final class ServerAPIRig: @unchecked Sendable, ProbesDatabase {
     let options: Connection.Options
     let url: String
     let fixture: AppleAPIFixture
@@ -530,22 +530,6 @@ final class ServerAPIRig: @unchecked Sendable {
 
     func reconcile(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
         try walletCommand(["appstore", "reconcile"] + arguments)
-    }
-
-    func count(_ sql: PostgresQuery) throws -> Int {
-        let connection = try Connection(options: options)
-        defer { connection.close() }
-        return try connection.query(sql)[0].decode(Int.self, at: 0)
-    }
-
-    func rows(_ sql: PostgresQuery) throws -> [[String]] {
-        let connection = try Connection(options: options)
-        defer { connection.close() }
-        return try connection.query(sql).map { row in (0..<row.columns.count).map { row[$0] ?? "NULL" } }
-    }
-
-    func violations() throws -> Int {
-        try count("SELECT count(*) FROM wallet.check_invariants()")
     }
 
     func nowMilliseconds() -> Int64 {
