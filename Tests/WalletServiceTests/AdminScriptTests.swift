@@ -410,6 +410,46 @@ struct AdminScriptTests {
         #expect(try books.psql.run("check.sql").status == 0)
     }
 
+    // MARK: Google Play credits
+
+    @Test func theScriptsWorkForAGoogleCreditRefundedInPart() throws {
+        let books = try Books()
+        // A purchase of 3 units credited from Google Play, then 2 of them voided.
+        #expect(try books.connection.query("""
+            SELECT outcome FROM wallet.credit_many(ARRAY[
+                ROW('app', 'GPA.77-1', 'g1', 'guodong600', 3, NULL, 'googleplay', 'Production')::wallet.credit_request],
+                ARRAY['tok-77'])
+            """)[0]["outcome"] == "credited")
+        #expect(try books.connection.query("""
+            SELECT outcome FROM wallet.apply_googleplay_voids('GPA.77-1', 'tok-77',
+                '[{"voided_at_ms": 1764700000000, "refund_type": 2, "voided_quantity": 2, "source": "sweep"}]')
+            """)[0]["outcome"] == "refunded")
+        #expect(try books.balance("g1") == 600)
+        let partial = try books.psql.run("check.sql")
+        #expect(partial.status == 0, "\(partial)")
+
+        // An operator refunds the rest with the usual script.
+        let run = try books.psql.run("refund.sql", ["flow_no": "GPA.77-1", "reason": "fraud", "operator": "alice"])
+        #expect(run.status == 0, "\(run)")
+        #expect(run.output.hasPrefix("refunded flowNO GPA.77-1: 600 coin from user g1, balance 0 (entry "), "\(run)")
+        let credit = try #require(try books.connection.query("""
+            SELECT status, refunded_by, refunded_amount::text AS refunded FROM wallet.credits WHERE flow_no = 'GPA.77-1'
+            """).single)
+        #expect(credit["status"] == "refunded")
+        #expect(credit["refunded_by"] == "admin")
+        #expect(credit["refunded"] == "1800")
+        // Google's later void of everything changes nothing more.
+        #expect(try books.connection.query("""
+            SELECT outcome FROM wallet.apply_googleplay_voids('GPA.77-1', 'tok-77',
+                '[{"voided_at_ms": 1764800000000, "refund_type": 1, "source": "push"}]')
+            """)[0]["outcome"] == "already_refunded")
+        let check = try books.psql.run("check.sql")
+        #expect(check.status == 0, "\(check)")
+        // refunds.sql counts both refunds, whichever store the purchase came from.
+        let report = try books.psql.run("refunds.sql", ["days": "30"], arguments: ["--csv"])
+        #expect(report.output.split(separator: "\n").map(String.init).contains("g1,coin,2,1800,1,0,0"), "\(report)")
+    }
+
     // MARK: refunds.sql
 
     @Test func refundsListsNegativeBalancesFirstThenTheMostRefunded() throws {
