@@ -30,16 +30,13 @@ struct CompactJWS {
         guard bytes.count <= Self.tokenBytesMax else {
             throw VerificationError(.malformed, "token is longer than \(Self.tokenBytesMax) bytes")
         }
-        let segments = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        guard segments.count == 3 else {
-            throw VerificationError(.malformed, "token has \(segments.count) dot-separated segments, not 3")
+        let segments: JWSSegments
+        do {
+            segments = try JWSSegments(bytes)
+        } catch {
+            throw VerificationError(.malformed, error.description)
         }
-        guard let header = Base64URL.decode(ascii: segments[0]),
-              let payload = Base64URL.decode(ascii: segments[1]),
-              let signature = Base64URL.decode(ascii: segments[2])
-        else {
-            throw VerificationError(.malformed, "a segment is not canonical unpadded base64url")
-        }
+        let header = segments.header, payload = segments.payload, signature = segments.signature
 
         guard let headerObject = try? JSONSerialization.jsonObject(with: Data(header)) as? [String: Any] else {
             throw VerificationError(.malformed, "header is not a JSON object")
@@ -85,7 +82,7 @@ struct CompactJWS {
             throw VerificationError(.malformed, "payload signedDate \(signedDate) is not after 1970")
         }
 
-        self.signingInput = bytes[..<(segments[1].endIndex)]
+        self.signingInput = segments.signingInput
         self.certificates = certificates
         self.payloadJSON = payload
         self.signature = signature

@@ -77,3 +77,21 @@ func pkcs8PEM(of pkey: OpaquePointer) -> String {
     precondition(PEM_write_bio_PrivateKey(bio, pkey, nil, nil, 0, nil, nil) == 1, "PEM_write_bio_PrivateKey failed")
     return readAll(bio)
 }
+
+/// Generates a key of `type` (`EVP_PKEY_EC`, `EVP_PKEY_RSA`), `configure`
+/// setting its parameters on the keygen context; stops the process if
+/// OpenSSL cannot, which a working OpenSSL never does.
+func generateKey(_ type: Int32, _ what: String, configure: (OpaquePointer) -> Int32) -> OpaquePointer {
+    var generated: OpaquePointer?
+    let context = EVP_PKEY_CTX_new_id(type, nil)
+    defer { EVP_PKEY_CTX_free(context) }
+    guard let context,
+          EVP_PKEY_keygen_init(context) == 1,
+          configure(context) == 1,
+          EVP_PKEY_keygen(context, &generated) == 1,
+          let generated
+    else {
+        fatalError("\(what) key generation failed: \(drainOpenSSLErrors())")
+    }
+    return generated
+}

@@ -32,16 +32,8 @@ public final class PrivateKey: @unchecked Sendable {
 
     /// Generates a fresh key on P-256 (named-curve encoding).
     public init() {
-        var generated: OpaquePointer?
-        let context = EVP_PKEY_CTX_new_id(EVP_PKEY_EC, nil)
-        defer { EVP_PKEY_CTX_free(context) }
-        guard let context,
-              EVP_PKEY_keygen_init(context) == 1,
-              EVP_PKEY_CTX_set_ec_paramgen_curve_nid(context, NID_X9_62_prime256v1) == 1,
-              EVP_PKEY_keygen(context, &generated) == 1,
-              let generated
-        else {
-            fatalError("P-256 key generation failed: \(drainOpenSSLErrors())")
+        let generated = generateKey(EVP_PKEY_EC, "P-256") {
+            EVP_PKEY_CTX_set_ec_paramgen_curve_nid($0, NID_X9_62_prime256v1)
         }
         self.pkey = generated
         // The public half shares the key object; one more reference for it.

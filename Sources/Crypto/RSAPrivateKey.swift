@@ -48,17 +48,7 @@ public final class RSAPrivateKey: @unchecked Sendable {
             bits >= PublicKey.rsaModulusBitsMin && bits <= PublicKey.rsaModulusBitsMax,
             "RSA key size out of range"
         )
-        var generated: OpaquePointer?
-        let context = EVP_PKEY_CTX_new_id(EVP_PKEY_RSA, nil)
-        defer { EVP_PKEY_CTX_free(context) }
-        guard let context,
-              EVP_PKEY_keygen_init(context) == 1,
-              EVP_PKEY_CTX_set_rsa_keygen_bits(context, Int32(bits)) == 1,
-              EVP_PKEY_keygen(context, &generated) == 1,
-              let generated
-        else {
-            fatalError("RSA key generation failed: \(drainOpenSSLErrors())")
-        }
+        let generated = generateKey(EVP_PKEY_RSA, "RSA") { EVP_PKEY_CTX_set_rsa_keygen_bits($0, Int32(bits)) }
         self.pkey = generated
         // The public half shares the key object; one more reference for it.
         precondition(EVP_PKEY_up_ref(generated) == 1, "EVP_PKEY_up_ref failed")

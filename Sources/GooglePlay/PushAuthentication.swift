@@ -456,20 +456,16 @@ private struct PushToken {
         guard bytes.count <= PushAuthenticator.tokenBytesMax else {
             throw PushAuthenticationError(.malformed, "token is longer than \(PushAuthenticator.tokenBytesMax) bytes")
         }
-        let segments = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        guard segments.count == 3 else {
-            throw PushAuthenticationError(.malformed, "token has \(segments.count) dot-separated segments, not 3")
+        let segments: JWSSegments
+        do {
+            segments = try JWSSegments(bytes)
+        } catch {
+            throw PushAuthenticationError(.malformed, error.description)
         }
-        guard let header = Base64URL.decode(ascii: segments[0]),
-              let payload = Base64URL.decode(ascii: segments[1]),
-              let signature = Base64URL.decode(ascii: segments[2])
-        else {
-            throw PushAuthenticationError(.malformed, "a segment is not canonical unpadded base64url")
-        }
-        guard let headerFields = Self.object(header) else {
+        guard let headerFields = Self.object(segments.header) else {
             throw PushAuthenticationError(.malformed, "header is not a JSON object")
         }
-        guard let claims = Self.object(payload) else {
+        guard let claims = Self.object(segments.payload) else {
             throw PushAuthenticationError(.malformed, "payload is not a JSON object")
         }
         guard case .string(let algorithm) = headerFields["alg"], algorithm == "RS256" else {
@@ -482,10 +478,10 @@ private struct PushToken {
         guard case .string(let keyID) = headerFields["kid"], !keyID.isEmpty else {
             throw PushAuthenticationError(.malformed, "header has no string kid")
         }
-        self.signingInput = bytes[..<segments[1].endIndex]
+        self.signingInput = segments.signingInput
         self.keyID = keyID
         self.claims = claims
-        self.signature = signature
+        self.signature = segments.signature
     }
 
     private static func object(_ json: [UInt8]) -> [String: TokenValue]? {
