@@ -105,6 +105,8 @@ struct GooglePlayVoidTests {
         #expect(try Self.send(rig, body, token: certs.token()).status == 204)
         #expect(try rig.rows("SELECT status, refunded_amount::text FROM wallet.credits") == [["partially_refunded", "1200"]])
         #expect(try rig.count("SELECT balance FROM wallet.wallets WHERE user_id = 'droid-11'") == 600)
+        let read = try rig.request("GET", "/v1/credits/GPA.11-1", key: rig.appKey, body: nil)
+        #expect(try read.json()["credit"]?["status"] == "partially_refunded")
         // Swept again: the same void, nothing more.
         #expect(try rig.walletCommand(["googleplay", "reconcile"]).output.contains("applied=0 already=1"))
         #expect(try rig.count("SELECT balance FROM wallet.wallets WHERE user_id = 'droid-11'") == 600)
