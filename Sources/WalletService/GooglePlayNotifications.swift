@@ -20,14 +20,16 @@ struct GooglePlayVoids: Sendable {
     static let pagesMax = 1_000
 
     /// The voids Google lists between `start` and `end`, by purchase token,
-    /// every page read.
-    func voided(from start: Date, to end: Date?) throws(PlayAPIError) -> [String: [VoidedPurchase]] {
+    /// every page read; with `only`, that token's alone.
+    func voided(from start: Date, to end: Date?, only: String? = nil) throws(PlayAPIError) -> [String: [VoidedPurchase]] {
         var byToken: [String: [VoidedPurchase]] = [:]
         var pageToken: String?
         for _ in 0..<Self.pagesMax {
             let page = try client.voidedPurchases(startTime: start, endTime: end, pageToken: pageToken,
                                                   deadline: client.deadline())
-            for purchase in page.purchases { byToken[purchase.purchaseToken, default: []].append(purchase) }
+            for purchase in page.purchases where only == nil || purchase.purchaseToken == only {
+                byToken[purchase.purchaseToken, default: []].append(purchase)
+            }
             guard let next = page.nextPageToken else { return byToken }
             pageToken = next
         }
@@ -41,8 +43,8 @@ struct GooglePlayVoids: Sendable {
                               source: source)
     }
 
-    /// Counts what applying a void did.
-    func count(_ applied: GooglePlayApplied) {
+    /// Counts the coins applying voids took back.
+    func countRefunded(_ applied: GooglePlayApplied) {
         metrics.countCoins(.refunded, applied.refundedCoins)
     }
 }
@@ -72,7 +74,7 @@ struct VoidedPurchasesSweep: MarkedSweep {
                 let applied = try voids.ledger.applyGooglePlayVoids(
                     flowNo: flowNo, purchaseToken: token, voids: purchases.map { GooglePlayVoids.void($0, source: "sweep") },
                     deadline: .now + .seconds(Reconciler.applySeconds))
-                voids.count(applied)
+                voids.countRefunded(applied)
                 if ["refunded", "revoked"].contains(applied.outcome) { summary.applied += 1 } else { summary.already += 1 }
             } catch {
                 throw Reconciler.SweepError(description: "a Google Play void could not be applied: \(String(describing: error))")
@@ -180,7 +182,7 @@ struct GooglePlayNotificationsAPI: Sendable {
             metrics.countGooglePlayNotification("error")
             throw error
         }
-        voids.count(applied)
+        voids.countRefunded(applied)
         metrics.countGooglePlayNotification(applied.outcome)
         logger.info("Google Play notification applied", ["request.id": request.requestID, "googleplay.kind": record.kind,
                                                          "googleplay.outcome": applied.outcome])
@@ -199,7 +201,8 @@ struct GooglePlayNotificationsAPI: Sendable {
         }
         let listed: [VoidedPurchase]
         do {
-            listed = try voids.voided(from: eventTime.addingTimeInterval(-GooglePlayVoids.pushLookBackSeconds), to: nil)[token] ?? []
+            listed = try voids.voided(from: eventTime.addingTimeInterval(-GooglePlayVoids.pushLookBackSeconds), to: nil,
+                                      only: token)[token] ?? []
         } catch {
             metrics.countGooglePlayNotification("error")
             logger.warning("the voided purchases list could not be read for a pushed partial refund",

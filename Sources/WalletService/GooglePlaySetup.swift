@@ -77,8 +77,6 @@ extension OutboxSender.Handler {
                 case .notFound, .refused, .malformedAnswer: return .refused(error.description, body: nil)
                 }
             }
-        }, count: { outcome in
-            metrics.countGoogleConsume(outcome == "sent" ? .sent : outcome == "retried" ? .retried : .failed)
-        })
+        }, count: { metrics.countGoogleConsume($0) })
     }
 }

@@ -61,8 +61,8 @@ final class OutboxSender: Sendable {
         /// The longest one call takes, retries included.
         var timeoutSeconds: Double
         var send: @Sendable (LedgerStore.OutboxTask) -> Attempt
-        /// Counts what became of an attempt: `sent`, `retried` or `failed`.
-        var count: @Sendable (String) -> Void
+        /// Counts what became of an attempt: sent, retried or failed.
+        var count: @Sendable (Metrics.ConsumptionOutcome) -> Void
     }
 
     /// One call's result, with the body sent when there is one.
@@ -127,7 +127,7 @@ final class OutboxSender: Sendable {
         let (status, failure, retrySeconds, body) = Self.decide(task, attempt: {
             handler.send(task)
         }, nowMilliseconds: Int64(Date().timeIntervalSince1970 * 1000))
-        handler.count(status == "sent" ? "sent" : status == "pending" ? "retried" : "failed")
+        handler.count(status == "sent" ? .sent : status == "pending" ? .retried : .failed)
         do {
             try ledger.recordOutboxAttempt(task.kind, key: task.key, status: status, body: body, error: failure,
                                            retryInSeconds: retrySeconds)
@@ -180,8 +180,6 @@ extension OutboxSender.Handler {
                 case .refused, .notFound, .malformedAnswer: return .refused(error.description, body: body)
                 }
             }
-        }, count: { outcome in
-            metrics.countConsumption(outcome == "sent" ? .sent : outcome == "retried" ? .retried : .failed)
-        })
+        }, count: { metrics.countConsumption($0) })
     }
 }

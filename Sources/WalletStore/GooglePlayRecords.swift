@@ -13,13 +13,6 @@ extension LedgerStore {
             """).single.map { try $0.decode(String.self, at: 0) }
     }
 
-    /// The credit of a Google Play purchase token, or nil.
-    static func credit(purchaseToken: String, on connection: Connection) throws -> Credit? {
-        guard let flowNo = try connection.prepared("""
-            SELECT flow_no FROM wallet.credits WHERE purchase_token = \(purchaseToken)
-            """).single.map({ try $0.decode(String.self, at: 0) }).flatMap(FlowNumber.init) else { return nil }
-        return try credit(flowNo, on: connection)
-    }
 }
 
 extension Ledger {

@@ -250,10 +250,23 @@ public struct LedgerStore: Sendable {
 
     /// The credit, or nil when the flowNO was never credited.
     static func credit(_ flowNo: FlowNumber, on connection: Connection) throws -> Credit? {
-        try connection.prepared("""
-            SELECT flow_no, user_id, product_id, quantity, currency, amount, status, entry_id, created_at
-            FROM wallet.credits WHERE flow_no = \(flowNo.rawValue)
-            """).single.map { row in
+        try credit(connection.prepared("""
+            SELECT \(unsafeSQL: creditColumns) FROM wallet.credits WHERE flow_no = \(flowNo.rawValue)
+            """))
+    }
+
+    /// The credit of a Google Play purchase token, or nil.
+    static func credit(purchaseToken: String, on connection: Connection) throws -> Credit? {
+        try credit(connection.prepared("""
+            SELECT \(unsafeSQL: creditColumns) FROM wallet.credits WHERE purchase_token = \(purchaseToken)
+            """))
+    }
+
+    private static let creditColumns = "flow_no, user_id, product_id, quantity, currency, amount, status, entry_id, created_at"
+
+    /// The one row `creditColumns` selects, if any.
+    private static func credit(_ rows: Rows) throws -> Credit? {
+        try rows.single.map { row in
             Credit(flowNo: try row.decode(String.self, at: 0), userID: try row.decode(String.self, at: 1),
                    productID: try row.decode(String.self, at: 2), quantity: try row.decode(Int.self, at: 3),
                    state: CreditState(currency: try row.decode(String.self, at: 4), amount: try row.decode(Int64.self, at: 5),

@@ -177,6 +177,8 @@ struct ConsoleTests {
         Self.expectSignInRedirect(try Self.get(service, "/admin", spareBrowser))
         let keys = try Self.get(service, "/admin/keys?revoked=spare-admin", operatorBrowser)
         #expect(keys.text.contains("Key spare-admin is revoked."))
+        #expect(!(try Self.get(service, "/admin/keys?revoked=game-server", operatorBrowser).text.contains("is revoked.")),
+                "a live key is never said to be revoked")
         #expect(!keys.text.contains(#"href="/admin/keys/spare-admin/revoke""#))
         // Twice is a 404, not a second audit row.
         let again = try Self.post(service, "/admin/keys/spare-admin/revoke", operatorBrowser, form: "csrf=\(operatorBrowser.csrf)")

@@ -156,8 +156,12 @@ struct AdminConsole: Sendable {
     }
 
     func keys(_ request: Request, _ context: Context) throws -> Response {
-        let message = request.query["revoked"].map { "Key \($0) is revoked." }
-        return page(ConsolePages.keys(try context.queries.keys(), message: message, chrome: context.chrome))
+        let keys = try context.queries.keys()
+        // Said only of a key the table shows revoked: a link cannot make the page claim it.
+        let message = request.query["revoked"].flatMap { name in
+            keys.contains { $0.name == name && $0.revokedAt != nil } ? "Key \(name) is revoked." : nil
+        }
+        return page(ConsolePages.keys(keys, message: message, chrome: context.chrome))
     }
 
     func confirmRevoke(_ request: Request, _ context: Context) throws -> Response {
