@@ -59,6 +59,8 @@ public final class Connection: @unchecked Sendable {
     /// Set by `withLocalSettings`: the next statement carries the
     /// transaction's settings.
     private var localSettingsDue = false
+    /// Statements run inside `withLocalSettings`, nil outside it.
+    private var statementsInScope: Int?
     /// Monotonic time of creation, for the pool's reconnect bookkeeping.
     let generation: UInt64
 
@@ -194,9 +196,17 @@ public final class Connection: @unchecked Sendable {
     /// BEGIN), with the settings `begin` makes sent ahead of it in the same
     /// round trip (a libpq pipeline: both statements before one Sync form
     /// one implicit transaction).
+    ///
+    /// `body` sends one statement: a second would run as a transaction of
+    /// its own, without the settings.
     public func withLocalSettings<T>(_ body: (Connection) throws -> T) throws -> T {
         localSettingsDue = true
-        defer { localSettingsDue = false }
+        statementsInScope = 0
+        defer {
+            localSettingsDue = false
+            assert((statementsInScope ?? 0) <= 1, "withLocalSettings ran \(statementsInScope ?? 0) statements; the settings cover one")
+            statementsInScope = nil
+        }
         return try body(self)
     }
 
@@ -211,13 +221,14 @@ public final class Connection: @unchecked Sendable {
         guard PQsendQuery(handle, script) == 1 else { throw lost(sent: true) }
         let answer = try awaitResult(handle)
         defer { PQclear(answer.result) }
-        try check(answer)
+        try check(answer, commitPrecedesAnswer: true)
         try confirmCommit()
     }
 
     @discardableResult
     private func run(_ query: PostgresQuery, prepared: Bool) throws(PostgresError) -> Rows {
         let prepared = prepared && options.preparedStatements
+        statementsInScope? += 1
         if localSettingsDue {
             localSettingsDue = false
             return try runWithLocalSettings(query, prepared: prepared)
@@ -429,10 +440,17 @@ public final class Connection: @unchecked Sendable {
         }
     }
 
-    /// The connection broke; it is closed and unusable from now on.
+    /// The connection broke; it is closed and unusable from now on. After
+    /// the server's warning that the wait for the standby was cancelled,
+    /// the commit happened here: the session ending afterwards (a
+    /// termination ends the wait so) changes nothing about that.
     private func lost(sent: Bool) -> PostgresError {
         let message = handle.map { String(cString: PQerrorMessage($0)) } ?? "connection is closed"
         close()
+        if sent, notices.commitUnconfirmed {
+            return PostgresError(kind: .unconfirmedCommit, sqlState: notices.sqlState,
+                                 serverMessage: notices.message + " — then: " + message, sent: true)
+        }
         return PostgresError(kind: .connection, sqlState: SQLState("08006"),
                              serverMessage: message.trimmingCharacters(in: .whitespacesAndNewlines), sent: sent)
     }
@@ -445,7 +463,26 @@ public final class Connection: @unchecked Sendable {
         return PostgresError(kind: .deadline, serverMessage: "no answer before the deadline", sent: true)
     }
 
-    private func check(_ answer: Answer) throws(PostgresError) {
+    /// Throws the error `answer` carries, if any, saying whether the
+    /// statement may have committed (`sent`).
+    ///
+    /// Only the server's own error proves that nothing committed, and only
+    /// where the commit follows the statement's answer: the extended
+    /// protocol (every statement here but scripts) commits an implicit
+    /// transaction at Sync, after the statement's results, so the server's
+    /// error in their place means the statement stopped before its commit.
+    /// Everything else may have committed:
+    /// - the warning that the wait for a synchronous standby was cancelled
+    ///   came first: the commit happened here, unconfirmed;
+    /// - the error came after the statement's own results;
+    /// - no SQLSTATE: libpq's report of a connection that broke;
+    /// - class 08: a pooler or the network speaking for the server (PgBouncer
+    ///   answers "server conn crashed?" with 08P01 when the server's session
+    ///   ends, whenever that was);
+    /// - a script in the simple protocol (`commitPrecedesAnswer`), where the
+    ///   last statement commits before its answer is sent, and a session that
+    ///   ends in place of that answer may have committed it.
+    private func check(_ answer: Answer, commitPrecedesAnswer: Bool = false) throws(PostgresError) {
         let result = answer.result
         guard Self.isError(result) else { return }
         let connectionLost = handle.map { PQstatus($0) != CONNECTION_OK } ?? true
@@ -456,12 +493,14 @@ public final class Connection: @unchecked Sendable {
         if let detail = field(result, CLibPQ_DIAG_MESSAGE_DETAIL) { message += " — " + detail }
         let constraint = field(result, CLibPQ_DIAG_CONSTRAINT_NAME)
         message = message.trimmingCharacters(in: .whitespacesAndNewlines)
-        // The server's own error (it carries a SQLSTATE; libpq's reports of
-        // a broken connection do not) in place of the statement's answer
-        // means the statement stopped before completing, so its implicit
-        // transaction never committed. (A COMMIT statement is the
-        // exception: its caller counts any failure as possibly committed.)
-        let mayHaveCommitted = sqlState == nil || answer.errorAfterCompletion
+        if notices.commitUnconfirmed {
+            close()
+            throw PostgresError(kind: .unconfirmedCommit, sqlState: notices.sqlState,
+                                serverMessage: notices.message + " — then: " + message, sent: true)
+        }
+        let sessionEnded = connectionLost || field(result, CLibPQ_DIAG_SEVERITY_NONLOCALIZED) != "ERROR"
+        let mayHaveCommitted = answer.errorAfterCompletion || sqlState == nil || sqlState?.isConnectionException == true
+            || (commitPrecedesAnswer && sessionEnded)
         if connectionLost {
             close()
             throw PostgresError(kind: .connection, sqlState: sqlState ?? SQLState("08006"), serverMessage: message,

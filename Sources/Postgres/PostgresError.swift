@@ -115,8 +115,14 @@ public struct SQLState: Hashable, Sendable, CustomStringConvertible {
     /// and a server that takes no writes (a standby, or a primary being
     /// promoted): another connection may find a server that can answer.
     public var isUnavailable: Bool {
-        code.hasPrefix("08") || self == .adminShutdown || self == .crashShutdown || self == .cannotConnectNow
+        isConnectionException || self == .adminShutdown || self == .crashShutdown || self == .cannotConnectNow
             || self == .readOnlySQLTransaction
+    }
+
+    /// Class 08: the connection failed. A pooler reports the end of the
+    /// server's session this way too, whatever the server had done.
+    public var isConnectionException: Bool {
+        code.hasPrefix("08")
     }
 
     /// Worth running the whole transaction again.

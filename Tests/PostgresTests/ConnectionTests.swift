@@ -192,6 +192,43 @@ struct ConnectionTests {
         #expect(!error.sent)
     }
 
+    /// The same session ended behind PgBouncer, by a server that vanished
+    /// (its backend killed) rather than one that said why: the pooler
+    /// answers in the server's place ("server conn crashed?", 08P01), which
+    /// proves nothing about what the server did before it went. The
+    /// statement may have committed, so it counts as sent.
+    @Test func aPoolersReportOfAVanishedServerMayHaveCommitted() throws {
+        let cluster = try TestCluster.start(name: "vanished")
+        defer { TestCluster.destroy(cluster) }
+        let bouncer = try PgBouncer(before: cluster, database: "postgres", resetEveryTransaction: false)
+        defer { bouncer.stop() }
+        let connection = try Connection(options: .init(conninfo: bouncer.conninfo(database: "postgres")))
+        defer { connection.close() }
+        let admin = try Connection(options: .init(conninfo: cluster.conninfo()))
+        defer { admin.close() }
+        let outcome = Locked<PostgresError?>(nil)
+        let thread = Thread {
+            do {
+                _ = try connection.withLocalSettings { try $0.query("SELECT pg_sleep(30)") }
+            } catch let error as PostgresError {
+                outcome.withLock { $0 = error }
+            } catch {}
+        }
+        thread.start()
+        var pid: Int32?
+        #expect(waitFor(seconds: 20) {
+            pid = try? admin.query("SELECT pid FROM pg_stat_activity WHERE wait_event = 'PgSleep'").single?
+                .decode(Int32.self, at: 0)
+            return pid != nil
+        })
+        #expect(kill(try #require(pid), SIGKILL) == 0)
+        #expect(waitFor(seconds: 20) { outcome.withLock { $0 != nil } })
+        let error = try #require(outcome.withLock { $0 })
+        #expect(error.sqlState?.code.hasPrefix("08") == true, "\(error.debugDescription)")
+        #expect(error.kind == .connection)
+        #expect(error.sent)
+    }
+
     @Test func unreachableServerIsAConnectionError() throws {
         var options = Connection.Options(conninfo: "host=/nonexistent-wallet-socket-dir port=5432 dbname=x")
         options.connectTimeoutSeconds = 2

@@ -150,46 +150,74 @@ struct SynchronousReplicationTests {
         }
     }
 
-    /// On one connection: COMMIT of an explicit transaction, and a single
-    /// statement carrying its own settings, each with the wait cancelled,
-    /// throw `.unconfirmedCommit` instead of returning.
-    @Test func theConnectionReportsAnUnconfirmedCommitAsAnError() throws {
+    /// Each protocol path a write can take (COMMIT of an explicit
+    /// transaction, a single statement carrying its own settings in a
+    /// pipeline, a script in the simple protocol), with the wait for the
+    /// standby ended by a cancel (the commit is reported with a WARNING) and
+    /// by a termination (the WARNING, then the session's end): each throws
+    /// `.unconfirmedCommit`, sent, instead of returning or of claiming that
+    /// nothing ran; and each write is on the primary.
+    @Test func everyProtocolPathReportsAnUnconfirmedCommitAsAnError() throws {
         try Self.withPrimaryAndStandby("syncconn") { primary, standby, admin in
             try admin.execute("CREATE TABLE sync_rows (id INT PRIMARY KEY)")
             try standby.stop(mode: .fast)
-            let writer = try Connection(options: .init(conninfo: primary.conninfo()))
-            defer { writer.close() }
 
             let outcome = Locked<[String]>([])
-            func attempt(_ name: String, _ body: @escaping @Sendable () throws -> Void) {
+            func attempt(_ name: String, ending: String, _ body: @escaping @Sendable (Connection) throws -> Void) throws {
+                let writer = try Connection(options: .init(conninfo: primary.conninfo()))
+                defer { writer.close() }
                 let done = Locked<Bool>(false)
                 let thread = Thread {
                     do {
-                        try body()
-                        outcome.withLock { $0.append("\(name): returned") }
+                        try body(writer)
+                        outcome.withLock { $0.append("\(name) \(ending): returned") }
                     } catch let error as PostgresError {
-                        outcome.withLock { $0.append("\(name): \(error.kind == .unconfirmedCommit ? "unconfirmed" : "\(error)") sent=\(error.sent)") }
+                        let kind = error.kind == .unconfirmedCommit ? "unconfirmed" : "\(error)"
+                        outcome.withLock { $0.append("\(name) \(ending): \(kind) sent=\(error.sent)") }
                     } catch {
-                        outcome.withLock { $0.append("\(name): \(error)") }
+                        outcome.withLock { $0.append("\(name) \(ending): \(error)") }
                     }
                     done.withLock { $0 = true }
                 }
                 thread.start()
-                #expect((try? Self.cancelTheWaitForTheStandby(admin, database: "postgres")) == true)
+                var ended = false
+                #expect(waitFor(seconds: 30) {
+                    let rows = try? admin.query("""
+                        SELECT \(unsafeSQL: ending == "cancelled" ? "pg_cancel_backend" : "pg_terminate_backend")(pid)
+                        FROM pg_stat_activity WHERE datname = 'postgres' AND wait_event = 'SyncRep'
+                        """)
+                    ended = rows.map { !$0.isEmpty } ?? false
+                    return ended
+                }, "\(name) \(ending): never waited for the standby")
                 #expect(waitFor(seconds: 30) { done.withLock { $0 } })
             }
-            attempt("commit") {
-                try writer.begin()
-                try writer.execute("INSERT INTO sync_rows VALUES (1)")
-                try writer.execute("COMMIT")
+            var id = 0
+            for ending in ["cancelled", "terminated"] {
+                id += 1
+                let commit = id
+                try attempt("commit", ending: ending) { writer in
+                    try writer.begin()
+                    try writer.execute("INSERT INTO sync_rows VALUES (\(commit))")
+                    try writer.execute("COMMIT")
+                }
+                id += 1
+                let single = id
+                try attempt("pipeline", ending: ending) { writer in
+                    _ = try writer.withLocalSettings { try $0.query("INSERT INTO sync_rows VALUES (\(single))") }
+                }
+                id += 1
+                let script = id
+                try attempt("script", ending: ending) { writer in
+                    try writer.executeScript(unsafeSQL: "INSERT INTO sync_rows VALUES (\(script))")
+                }
             }
-            attempt("single") {
-                _ = try writer.withLocalSettings { try $0.query("INSERT INTO sync_rows VALUES (2)") }
-            }
-            #expect(outcome.withLock { $0 } == ["commit: unconfirmed sent=true", "single: unconfirmed sent=true"])
-            // Both committed on the primary; the connection is still usable.
-            #expect(try writer.query("SELECT count(*) FROM sync_rows")[0].decode(Int.self, at: 0) == 2)
+            #expect(outcome.withLock { $0 } == [
+                "commit cancelled: unconfirmed sent=true", "pipeline cancelled: unconfirmed sent=true",
+                "script cancelled: unconfirmed sent=true", "commit terminated: unconfirmed sent=true",
+                "pipeline terminated: unconfirmed sent=true", "script terminated: unconfirmed sent=true",
+            ])
+            // Every one committed on the primary.
+            #expect(try admin.query("SELECT count(*) FROM sync_rows")[0].decode(Int.self, at: 0) == 6)
         }
     }
 }
-
