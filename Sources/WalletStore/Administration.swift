@@ -68,8 +68,10 @@ public final class Administration {
     }
 
     /// Stores a new key and returns its secret, which is never stored.
+    /// Like every write, it carries its transaction's settings: behind a
+    /// pooler the connection's own may not apply.
     public func createKey(name: String, scopes: [Scope]) throws -> String {
-        try APIKeys.create(name: name, scopes: scopes, on: connection)
+        try connection.withLocalSettings { try APIKeys.create(name: name, scopes: scopes, on: $0) }
     }
 
     public func listKeys() throws -> [APIKeyInfo] {
@@ -79,7 +81,7 @@ public final class Administration {
     /// Revokes the live key with this name; running services refuse it
     /// within seconds.
     public func revokeKey(name: String) throws {
-        try APIKeys.revoke(name: name, on: connection)
+        try connection.withLocalSettings { try APIKeys.revoke(name: name, on: $0) }
     }
 }
 

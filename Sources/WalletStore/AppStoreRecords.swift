@@ -30,7 +30,7 @@ extension Ledger {
     }
 
     public func advanceReconcileMark(_ environment: String, toMilliseconds until: Int64) throws {
-        try pool.withConnection(deadline: .now + .seconds(5)) {
+        try writeBounded(.statement, pool: pool, metrics: metrics, deadline: .now + .seconds(5)) {
             try LedgerStore.advanceReconcileMark(environment, toMilliseconds: until, on: $0)
         }
     }

@@ -552,7 +552,7 @@ extension Ledger {
     /// Keeps a refused App Store notification's reason (the newest 10,000
     /// are kept). Best effort: a failure is the caller's to log.
     public func recordRefusedNotification(reason: String, requestID: String?, deadline: ContinuousClock.Instant) throws {
-        try readBounded(pool: pool, metrics: metrics, deadline: deadline) {
+        try writeBounded(.statement, pool: pool, metrics: metrics, deadline: deadline) {
             try ConsoleStore.recordRefusedNotification(reason: reason, requestID: requestID, on: $0)
         }
     }

@@ -129,7 +129,7 @@ extension Ledger {
     /// Brings a purchase's credit to Google's voids, by `deadline`.
     public func applyGooglePlayVoids(flowNo: String, purchaseToken: String, voids: [GooglePlayVoid],
                                      deadline: ContinuousClock.Instant) throws -> GooglePlayApplied {
-        try readBounded(pool: pool, metrics: metrics, deadline: deadline) {
+        try writeBounded(.statement, pool: pool, metrics: metrics, deadline: deadline) {
             try LedgerStore.applyGooglePlayVoids(flowNo: flowNo, purchaseToken: purchaseToken, voids: voids, on: $0)
         }
     }
@@ -137,7 +137,7 @@ extension Ledger {
     /// Records a notification once (by its messageId) with its voids, by `deadline`.
     public func applyGooglePlayNotification(_ record: GooglePlayNotificationRecord,
                                             deadline: ContinuousClock.Instant) throws -> GooglePlayApplied {
-        try readBounded(pool: pool, metrics: metrics, deadline: deadline) {
+        try writeBounded(.statement, pool: pool, metrics: metrics, deadline: deadline) {
             try LedgerStore.applyGooglePlayNotification(record, on: $0)
         }
     }

@@ -109,7 +109,7 @@ extension Ledger {
 
     /// Expires due holds of up to `wallets` wallets; returns how many.
     public func expireHolds(wallets: Int) throws -> Int {
-        try pool.withConnection(deadline: .now + .seconds(10)) {
+        try writeBounded(.statement, pool: pool, metrics: metrics, deadline: .now + .seconds(10)) {
             try $0.prepared("SELECT wallet.expire_holds(\(wallets)::integer)")[0].decode(Int.self, at: 0)
         }
     }

@@ -74,6 +74,10 @@ public final class Ledger: Sendable {
         connection.statementTimeoutMilliseconds = configuration.statementTimeoutMilliseconds
         connection.connectTimeoutSeconds = 3
         connection.preparedStatements = configuration.preparedStatements
+        // A row held by another transaction fails a write soon: a batch's
+        // other operations then commit without it, and any other write is
+        // answered `wallet_busy` instead of holding its thread.
+        connection.lockTimeoutMilliseconds = configuration.lockTimeoutMilliseconds
         var poolConfiguration = ConnectionPool.Configuration(connection: connection)
         poolConfiguration.maximumConnections = configuration.poolSize
         poolConfiguration.acquireTimeoutMilliseconds = configuration.acquireTimeoutMilliseconds
@@ -82,14 +86,13 @@ public final class Ledger: Sendable {
         // The writers get their own connections, one each, apart from reads.
         var writerConfiguration = poolConfiguration
         writerConfiguration.maximumConnections = configuration.writers
-        // A wallet held by another transaction fails its batch soon, and
-        // the batch's other operations commit without it.
-        writerConfiguration.connection.lockTimeoutMilliseconds = configuration.lockTimeoutMilliseconds
         writerPool = ConnectionPool(configuration: writerConfiguration, logger: databaseLogger)
         // Two: one start-up migration and one reconciliation sweep.
         var sessionConfiguration = poolConfiguration
         sessionConfiguration.maximumConnections = 2
         sessionConfiguration.connection.conninfo = configuration.sessionConninfo ?? configuration.conninfo
+        // A migration waits for the locks it needs, within its own deadline.
+        sessionConfiguration.connection.lockTimeoutMilliseconds = 0
         sessionPool = ConnectionPool(configuration: sessionConfiguration, logger: databaseLogger)
         groupCommit = GroupCommit(writerCount: configuration.writers, batchOperationsMax: configuration.batchOperationsMax,
                                   pool: writerPool, metrics: metrics, logger: logger)
@@ -137,7 +140,9 @@ public final class Ledger: Sendable {
 
     /// The live client whose key has this SHA-256, or nil.
     public func authenticate(hash: [UInt8]) throws -> APIClient? {
-        try reads.run { try APIKeys.authenticate(hash: hash, on: $0) }
+        // A read that may note the key's last use: that write carries the
+        // transaction's settings like every other.
+        try reads.run { try $0.withLocalSettings { try APIKeys.authenticate(hash: hash, on: $0) } }
     }
 
     /// A round trip to a database that takes writes, for `/readyz`: a
@@ -154,7 +159,7 @@ public final class Ledger: Sendable {
     /// returns its outcome.
     public func applyNotification(_ record: LedgerStore.NotificationRecord, queueConsumption: Bool = false,
                                   deadline: ContinuousClock.Instant) throws -> LedgerStore.NotificationApplied {
-        try readBounded(pool: pool, metrics: metrics, deadline: deadline) {
+        try writeBounded(.transaction, pool: pool, metrics: metrics, deadline: deadline) {
             try LedgerStore.applyNotification(record, queueConsumption: queueConsumption, on: $0)
         }
     }
@@ -179,7 +184,7 @@ public final class Ledger: Sendable {
 
     /// Deletes up to `limit` idempotency records older than `hours`; returns how many.
     public func purgeIdempotencyKeys(olderThanHours hours: Int, limit: Int) throws -> Int {
-        try pool.withConnection {
+        try writeBounded(.statement, pool: pool, metrics: metrics, deadline: .now + .seconds(10)) {
             try LedgerStore.purgeIdempotencyKeys(olderThanHours: hours, limit: limit, on: $0)
         }
     }

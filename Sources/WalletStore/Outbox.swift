@@ -114,14 +114,14 @@ extension LedgerStore {
 
 extension Ledger {
     public func claimOutbox(_ kinds: [OutboxKind], limit: Int, leaseSeconds: Int) throws -> [LedgerStore.OutboxTask] {
-        try pool.withConnection(deadline: .now + .seconds(5)) {
+        try writeBounded(.statement, pool: pool, metrics: metrics, deadline: .now + .seconds(5)) {
             try LedgerStore.claimOutbox(kinds, limit: limit, leaseSeconds: leaseSeconds, on: $0)
         }
     }
 
     public func recordOutboxAttempt(_ kind: OutboxKind, key: String, status: String, body: String?, error: String?,
                                     retryInSeconds: Int) throws {
-        try pool.withConnection(deadline: .now + .seconds(5)) {
+        try writeBounded(.statement, pool: pool, metrics: metrics, deadline: .now + .seconds(5)) {
             try LedgerStore.recordOutboxAttempt(kind, key: key, status: status, body: body, error: error,
                                                 retryInSeconds: retryInSeconds, on: $0)
         }
