@@ -143,7 +143,8 @@ public final class Application: Sendable {
                 host: configuration.listen.host, port: configuration.listen.port, threads: configuration.httpThreads,
                 maxBodyBytes: configuration.maxBodyBytes, maxHeaderBytes: configuration.maxHeaderBytes,
                 maxConnections: configuration.maxConnections, idleTimeoutSeconds: configuration.idleTimeoutSeconds,
-                requestTimeoutSeconds: configuration.requestTimeoutSeconds, shutdownGraceSeconds: 10),
+                requestTimeoutSeconds: configuration.requestTimeoutSeconds, shutdownGraceSeconds: 10,
+                maxConnectionsPerAddress: configuration.maxConnectionsPerIP),
             router: router,
             logger: Logger(label: "wallet.http", level: logger.level, metadata: logger.metadata),
             observer: { completed in
