@@ -128,12 +128,15 @@ public final class Application: Sendable {
             voidedSweep = nil
         }
 
+        let consoleCookies: SessionCookies?
         if configuration.adminConsole {
             consoleWork = BlockingWork(threads: 2, queueDepthMax: 64, name: "wallet-console")
-            AdminConsole(ledger: ledger, readiness: readiness, work: consoleWork!, configuration: configuration,
-                         logger: logger).register(on: router)
+            consoleCookies = SessionCookies()
+            AdminConsole(ledger: ledger, readiness: readiness, work: consoleWork!, cookies: consoleCookies!,
+                         configuration: configuration, logger: logger).register(on: router)
         } else {
             consoleWork = nil
+            consoleCookies = nil
         }
 
         metrics.seed(routes: router.routes)
@@ -153,7 +156,10 @@ public final class Application: Sendable {
             })
         holdSweeper = HoldSweeper(ledger: ledger, readiness: readiness, logger: logger)
         upkeep = Upkeep(ledger: ledger, readiness: readiness, migrate: configuration.migrateOnStart,
-                        retentionHours: configuration.idempotencyRetentionHours, logger: logger)
+                        retentionHours: configuration.idempotencyRetentionHours, logger: logger,
+                        afterSchema: { [ledger] in
+                            try consoleCookies?.load(ledger.consoleCookieKey(deadline: .now + .seconds(5)))
+                        })
     }
 
     /// The bound port (useful with port 0).
@@ -256,17 +262,22 @@ final class Upkeep: Sendable {
     private let migrate: Bool
     private let retentionHours: Int
     private let logger: Logger
+    /// What must be read from the database once the schema is up, before
+    /// the service counts as ready (the console's cookie key).
+    private let afterSchema: @Sendable () throws -> Void
     private let state = Monitor(RunState())
 
     static let purgeRoundRows = 1_000
     static let purgeRoundsMax = 20
     static let purgeIntervalSeconds = 60.0
-    init(ledger: Ledger, readiness: Readiness, migrate: Bool, retentionHours: Int, logger: Logger) {
+    init(ledger: Ledger, readiness: Readiness, migrate: Bool, retentionHours: Int, logger: Logger,
+         afterSchema: @escaping @Sendable () throws -> Void) {
         self.ledger = ledger
         self.readiness = readiness
         self.migrate = migrate
         self.retentionHours = retentionHours
         self.logger = logger
+        self.afterSchema = afterSchema
     }
 
     func start() {
@@ -289,6 +300,7 @@ final class Upkeep: Sendable {
         while !stopping() {
             do {
                 try ledger.bringSchemaUp(migrate: migrate)
+                try afterSchema()
                 readiness.markSchemaReady()
                 return
             } catch {
