@@ -24,7 +24,11 @@ public final class Application: Sendable {
     let server: Server
     let router: Router
     let blockingWork: BlockingWork
+    /// App Store notifications.
     let notificationWork: BlockingWork
+    /// Google Play pushes, when they are set up: apart from the App Store's,
+    /// since a push may wait seconds for Google's keys.
+    let googlePushWork: BlockingWork?
     /// The support console's page reads, when the console is on.
     let consoleWork: BlockingWork?
     /// The App Store Server API, when its credentials are set.
@@ -42,6 +46,8 @@ public final class Application: Sendable {
 
     static let notificationThreads = 2
     static let notificationQueueDepthMax = 32
+    static let googlePushThreads = 2
+    static let googlePushQueueDepthMax = 32
 
     init(configuration: Configuration, databaseConninfo: String, embeddedDatabase: EmbeddedDatabase?,
          logger: Logger) throws {
@@ -115,8 +121,17 @@ public final class Application: Sendable {
         let googleVoids = googlePlay.map { [ledger, metrics] in
             GooglePlayVoids(client: $0, ledger: ledger, metrics: metrics, logger: logger)
         }
-        GooglePlayNotificationsAPI(authenticator: try GooglePlaySetup.pushAuthenticator(configuration, metrics: metrics),
-                                   voids: googleVoids, packageName: configuration.google.packageName, work: notificationWork,
+        let pushAuthenticator = try GooglePlaySetup.pushAuthenticator(configuration, metrics: metrics)
+        // Pushes verify a token whose key may have to be fetched from Google
+        // (up to its timeout, with other pushes waiting for the same fetch):
+        // on threads of their own, so App Store notifications never wait
+        // behind them.
+        googlePushWork = pushAuthenticator != nil && googleVoids != nil
+            ? BlockingWork(threads: Self.googlePushThreads, queueDepthMax: Self.googlePushQueueDepthMax,
+                           name: "wallet-google-pushes")
+            : nil
+        GooglePlayNotificationsAPI(authenticator: pushAuthenticator, voids: googleVoids,
+                                   packageName: configuration.google.packageName, work: googlePushWork,
                                    metrics: metrics, requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger)
             .register(on: router)
         if let googleVoids, configuration.google.voidedPollMinutes > 0 {
@@ -190,6 +205,7 @@ public final class Application: Sendable {
         server.shutdown()
         blockingWork.stop(timeoutSeconds: 10)
         notificationWork.stop(timeoutSeconds: 10)
+        googlePushWork?.stop(timeoutSeconds: 10)
         consoleWork?.stop(timeoutSeconds: 10)
         reconcile?.stop()
         voidedSweep?.stop()
