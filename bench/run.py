@@ -443,6 +443,9 @@ class Bench:
             "WALLET_LISTEN": f"127.0.0.1:{self.service_port}",
         })
         env.setdefault("WALLET_LOG_LEVEL", "warning")
+        # wrk stands in for many clients from one address: let that address
+        # have every connection the service takes.
+        env.setdefault("WALLET_MAX_CONNECTIONS_PER_IP", env.get("WALLET_MAX_CONNECTIONS", "1024"))
         self.service_settings = {name: env.get(name, default) for name, default in (
             ("WALLET_WRITERS", "2"), ("WALLET_BATCH_MAX", "256"), ("WALLET_DB_POOL_SIZE", "6"),
             ("WALLET_HTTP_THREADS", "4"))}

@@ -21,10 +21,14 @@ import Glibc
 ///
 /// A sweeper thread wakes at the earliest deadline and shuts down the socket
 /// of every connection past its own; libmicrohttpd then sees the connection
-/// end and closes it. Each deadline carries `cutGraceSeconds` more, so that
-/// where the server's own checks can still answer 408 (a client that stalls,
-/// or sends more body after the deadline) they do first; what the sweeper
-/// cuts is a client that keeps sending headers too slowly to finish.
+/// end and closes it. Once a request line has arrived, each deadline carries
+/// `cutGraceSeconds` more, so that where the server's own checks can still
+/// answer 408 (a client that stalls, or sends more body after the deadline)
+/// they do first; what the sweeper cuts is a client that keeps sending
+/// headers too slowly to finish. A new connection without a request line is
+/// owed no 408 (there is no request to answer), so it is cut at its
+/// deadline itself: an idle socket holds its slot no longer than the request
+/// timeout.
 ///
 /// Connections are known by libmicrohttpd's notifications. In 0.9.75 the
 /// "closed" notification comes before the library closes the socket (see
@@ -36,6 +40,9 @@ final class RequestDeadlines: Sendable {
         var socket: Int32
         /// When the request now arriving must be complete; nil while answering.
         var deadline: ContinuousClock.Instant?
+        /// A new connection whose first request line has not arrived: its
+        /// deadline has no grace yet.
+        var awaitingFirstRequestLine = false
     }
 
     private struct State: Sendable {
@@ -51,6 +58,8 @@ final class RequestDeadlines: Sendable {
 
     private let state = Monitor(State())
     private let requestTimeout: Duration
+    /// The request timeout alone, for a new connection's request line.
+    private let requestLineTimeout: Duration
     private let keepAliveAllowance: Duration
     /// libmicrohttpd enforces its connection limit; this is a second bound in
     /// case its count and ours ever differ.
@@ -60,6 +69,7 @@ final class RequestDeadlines: Sendable {
 
     init(requestTimeoutSeconds: Int, idleTimeoutSeconds: Int, maxConnections: Int) {
         requestTimeout = .seconds(requestTimeoutSeconds + Self.cutGraceSeconds)
+        requestLineTimeout = .seconds(requestTimeoutSeconds)
         keepAliveAllowance = .seconds(idleTimeoutSeconds + requestTimeoutSeconds + Self.cutGraceSeconds)
         slotsMax = maxConnections * 2
     }
@@ -86,10 +96,10 @@ final class RequestDeadlines: Sendable {
     /// A connection was accepted. False when the registry is full: the caller
     /// then shuts the socket down itself.
     func connectionStarted(_ key: Int, socket: Int32) -> Bool {
-        let deadline = ContinuousClock.now + requestTimeout
+        let deadline = ContinuousClock.now + requestLineTimeout
         return locked { state in
             guard state.slots.count < slotsMax else { return false }
-            state.slots[key] = Slot(socket: socket, deadline: deadline)
+            state.slots[key] = Slot(socket: socket, deadline: deadline, awaitingFirstRequestLine: true)
             wakeIfEarlier(deadline, &state)
             return true
         }
@@ -103,9 +113,14 @@ final class RequestDeadlines: Sendable {
     /// A request line arrived: the rest must follow within the request timeout.
     func requestLineArrived(_ key: Int) {
         let deadline = ContinuousClock.now + requestTimeout
+        let grace = requestTimeout - requestLineTimeout
         locked { state in
             guard var slot = state.slots[key] else { return }
-            slot.deadline = min(slot.deadline ?? deadline, deadline)
+            // The request must still be complete by the accept's deadline,
+            // now with the grace a request gets.
+            let earlier = slot.deadline.map { slot.awaitingFirstRequestLine ? $0 + grace : $0 }
+            slot.awaitingFirstRequestLine = false
+            slot.deadline = min(earlier ?? deadline, deadline)
             state.slots[key] = slot
             wakeIfEarlier(deadline, &state)
         }

@@ -59,11 +59,16 @@ public final class Server: Sendable {
         /// Limit on the sum of header name and value bytes.
         public var maxHeaderBytes: Int
         public var maxConnections: Int
+        /// The most connections one client address may hold open at once;
+        /// nil for no limit short of `maxConnections`. libmicrohttpd closes a
+        /// connection past it as soon as it is accepted, without an answer.
+        public var maxConnectionsPerAddress: Int?
         /// A connection with no traffic for this long is closed.
         public var idleTimeoutSeconds: Int
         /// A request must arrive in full, headers included, this long after
         /// the connection was accepted (or, kept alive, after its request
-        /// line); one still arriving then gets 408 or is cut off.
+        /// line); one still arriving then gets 408 or is cut off, and a new
+        /// connection that has not sent its request line by then is closed.
         public var requestTimeoutSeconds: Int
         /// How long `shutdown()` waits for requests in flight.
         public var shutdownGraceSeconds: Int
@@ -79,7 +84,8 @@ public final class Server: Sendable {
             maxConnections: Int,
             idleTimeoutSeconds: Int,
             requestTimeoutSeconds: Int,
-            shutdownGraceSeconds: Int
+            shutdownGraceSeconds: Int,
+            maxConnectionsPerAddress: Int? = nil
         ) {
             self.host = host
             self.port = port
@@ -87,6 +93,7 @@ public final class Server: Sendable {
             self.maxBodyBytes = maxBodyBytes
             self.maxHeaderBytes = maxHeaderBytes
             self.maxConnections = maxConnections
+            self.maxConnectionsPerAddress = maxConnectionsPerAddress
             self.idleTimeoutSeconds = idleTimeoutSeconds
             self.requestTimeoutSeconds = requestTimeoutSeconds
             self.shutdownGraceSeconds = shutdownGraceSeconds
@@ -99,6 +106,10 @@ public final class Server: Sendable {
             precondition(threads >= 1, "threads must be at least 1")
             precondition(maxConnections >= threads && maxConnections <= Int(UInt32.max),
                          "maxConnections must be at least threads, one connection per thread")
+            if let maxConnectionsPerAddress {
+                precondition(maxConnectionsPerAddress >= 1 && maxConnectionsPerAddress <= Int(UInt32.max),
+                             "maxConnectionsPerAddress must be positive")
+            }
             precondition(maxBodyBytes >= 0, "maxBodyBytes must not be negative")
             precondition(maxHeaderBytes >= 1, "maxHeaderBytes must be positive")
             precondition(idleTimeoutSeconds >= 1 && idleTimeoutSeconds <= Int(UInt32.max), "idleTimeoutSeconds must be positive")
@@ -137,6 +148,7 @@ public final class Server: Sendable {
     private let lifecycle = Locked<Lifecycle>(.created)
     private let shutdownLock = Locked<Void>(())
     private let boundPort = Atomic<UInt16>(0)
+    private let refusals: ConnectionRefusals
 
     /// - Parameter observer: Called on a server thread after each response is
     ///   queued; keep it short (it is meant for metrics).
@@ -151,6 +163,7 @@ public final class Server: Sendable {
         self.router = router
         self.logger = logger
         self.observer = observer
+        refusals = ConnectionRefusals(logger: logger)
     }
 
     deinit {
@@ -162,13 +175,20 @@ public final class Server: Sendable {
         boundPort.load(ordering: .acquiring)
     }
 
+    /// Connections closed on arrival since start, past the per-address or
+    /// the total connection limit.
+    public var refusedConnectionCount: Int {
+        refusals.count
+    }
+
     /// Binds and starts serving. Freezes the router: routes cannot be added
     /// afterwards.
     public func start() throws {
         let port = try lifecycle.withLock { lifecycle throws(ServerError) -> UInt16 in
             guard case .created = lifecycle else { throw .alreadyStarted }
             let core = ServerCore(
-                configuration: configuration, routes: router.freeze(), logger: logger, observer: observer)
+                configuration: configuration, routes: router.freeze(), logger: logger, observer: observer,
+                refusals: refusals)
             let running = try Self.startDaemon(core: core, configuration: configuration)
             lifecycle = .running(running)
             return CMicroHTTPD_bound_port(running.daemon)
@@ -204,6 +224,12 @@ public final class Server: Sendable {
             ]
             if configuration.threads > 1 {
                 options.append(CMicroHTTPD_option_uint(.THREAD_POOL_SIZE, UInt32(configuration.threads)))
+            }
+            // Counted across the thread pool by the library; one past it is
+            // accepted and closed at once, so it holds no slot (see
+            // `ServerCore.recordLibraryMessage` for how that is reported).
+            if let perAddress = configuration.maxConnectionsPerAddress {
+                options.append(CMicroHTTPD_option_uint(.PER_IP_CONNECTION_LIMIT, UInt32(perAddress)))
             }
             options.append(CMicroHTTPD_option_end())
             return options.withUnsafeMutableBufferPointer { options in

@@ -18,6 +18,8 @@ final class ServerCore: Sendable {
     let observer: (@Sendable (CompletedRequest) -> Void)?
     /// Bounds each request's arrival, headers included.
     let deadlines: RequestDeadlines
+    /// Counts and reports connections the library closed on arrival.
+    let refusals: ConnectionRefusals
 
     /// Requests handed to a handler and not yet completed, keyed by identity.
     /// At most one per connection, so bounded by `maxConnections`. Shutdown
@@ -35,12 +37,14 @@ final class ServerCore: Sendable {
         configuration: Server.Configuration,
         routes: RouteTable,
         logger: Logger,
-        observer: (@Sendable (CompletedRequest) -> Void)?
+        observer: (@Sendable (CompletedRequest) -> Void)?,
+        refusals: ConnectionRefusals
     ) {
         self.configuration = configuration
         self.routes = routes
         self.logger = logger
         self.observer = observer
+        self.refusals = refusals
         self.deadlines = RequestDeadlines(
             requestTimeoutSeconds: configuration.requestTimeoutSeconds,
             idleTimeoutSeconds: configuration.idleTimeoutSeconds, maxConnections: configuration.maxConnections)
@@ -74,7 +78,18 @@ final class ServerCore: Sendable {
         return exchanges.reduce(0) { count, exchange in count + (exchange.abandon() ? 1 : 0) }
     }
 
+    /// How libmicrohttpd 0.9.x begins the message it logs for each
+    /// connection it closes on arrival, past the per-address or the total
+    /// limit; it tells us of those in no other way.
+    static let connectionLimitMessagePrefix = "Server reached connection limit"
+
     func recordLibraryMessage(_ message: String) {
+        if message.hasPrefix(Self.connectionLimitMessagePrefix) {
+            // One a connection: a client that keeps reconnecting would
+            // flood the log, so these are counted and summed up instead.
+            refusals.record()
+            return
+        }
         libraryMessages.withLock { messages in
             if messages.count == Self.libraryMessagesMax { messages.removeFirst() }
             messages.append(message)

@@ -24,7 +24,11 @@ public final class Application: Sendable {
     let server: Server
     let router: Router
     let blockingWork: BlockingWork
+    /// App Store notifications.
     let notificationWork: BlockingWork
+    /// Google Play pushes, when they are set up: apart from the App Store's,
+    /// since a push may wait seconds for Google's keys.
+    let googlePushWork: BlockingWork?
     /// The support console's page reads, when the console is on.
     let consoleWork: BlockingWork?
     /// The App Store Server API, when its credentials are set.
@@ -42,6 +46,8 @@ public final class Application: Sendable {
 
     static let notificationThreads = 2
     static let notificationQueueDepthMax = 32
+    static let googlePushThreads = 2
+    static let googlePushQueueDepthMax = 32
 
     init(configuration: Configuration, databaseConninfo: String, embeddedDatabase: EmbeddedDatabase?,
          logger: Logger) throws {
@@ -115,8 +121,17 @@ public final class Application: Sendable {
         let googleVoids = googlePlay.map { [ledger, metrics] in
             GooglePlayVoids(client: $0, ledger: ledger, metrics: metrics, logger: logger)
         }
-        GooglePlayNotificationsAPI(authenticator: try GooglePlaySetup.pushAuthenticator(configuration, metrics: metrics),
-                                   voids: googleVoids, packageName: configuration.google.packageName, work: notificationWork,
+        let pushAuthenticator = try GooglePlaySetup.pushAuthenticator(configuration, metrics: metrics)
+        // Pushes verify a token whose key may have to be fetched from Google
+        // (up to its timeout, with other pushes waiting for the same fetch):
+        // on threads of their own, so App Store notifications never wait
+        // behind them.
+        googlePushWork = pushAuthenticator != nil && googleVoids != nil
+            ? BlockingWork(threads: Self.googlePushThreads, queueDepthMax: Self.googlePushQueueDepthMax,
+                           name: "wallet-google-pushes")
+            : nil
+        GooglePlayNotificationsAPI(authenticator: pushAuthenticator, voids: googleVoids,
+                                   packageName: configuration.google.packageName, work: googlePushWork,
                                    metrics: metrics, requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger)
             .register(on: router)
         if let googleVoids, configuration.google.voidedPollMinutes > 0 {
@@ -128,12 +143,15 @@ public final class Application: Sendable {
             voidedSweep = nil
         }
 
+        let consoleCookies: SessionCookies?
         if configuration.adminConsole {
             consoleWork = BlockingWork(threads: 2, queueDepthMax: 64, name: "wallet-console")
-            AdminConsole(ledger: ledger, readiness: readiness, work: consoleWork!, configuration: configuration,
-                         logger: logger).register(on: router)
+            consoleCookies = SessionCookies()
+            AdminConsole(ledger: ledger, readiness: readiness, work: consoleWork!, cookies: consoleCookies!,
+                         configuration: configuration, logger: logger).register(on: router)
         } else {
             consoleWork = nil
+            consoleCookies = nil
         }
 
         metrics.seed(routes: router.routes)
@@ -143,7 +161,8 @@ public final class Application: Sendable {
                 host: configuration.listen.host, port: configuration.listen.port, threads: configuration.httpThreads,
                 maxBodyBytes: configuration.maxBodyBytes, maxHeaderBytes: configuration.maxHeaderBytes,
                 maxConnections: configuration.maxConnections, idleTimeoutSeconds: configuration.idleTimeoutSeconds,
-                requestTimeoutSeconds: configuration.requestTimeoutSeconds, shutdownGraceSeconds: 10),
+                requestTimeoutSeconds: configuration.requestTimeoutSeconds, shutdownGraceSeconds: 10,
+                maxConnectionsPerAddress: configuration.maxConnectionsPerIP),
             router: router,
             logger: Logger(label: "wallet.http", level: logger.level, metadata: logger.metadata),
             observer: { completed in
@@ -152,7 +171,10 @@ public final class Application: Sendable {
             })
         holdSweeper = HoldSweeper(ledger: ledger, readiness: readiness, logger: logger)
         upkeep = Upkeep(ledger: ledger, readiness: readiness, migrate: configuration.migrateOnStart,
-                        retentionHours: configuration.idempotencyRetentionHours, logger: logger)
+                        retentionHours: configuration.idempotencyRetentionHours, logger: logger,
+                        afterSchema: { [ledger] in
+                            try consoleCookies?.load(ledger.consoleCookieKey(deadline: .now + .seconds(5)))
+                        })
     }
 
     /// The bound port (useful with port 0).
@@ -183,6 +205,7 @@ public final class Application: Sendable {
         server.shutdown()
         blockingWork.stop(timeoutSeconds: 10)
         notificationWork.stop(timeoutSeconds: 10)
+        googlePushWork?.stop(timeoutSeconds: 10)
         consoleWork?.stop(timeoutSeconds: 10)
         reconcile?.stop()
         voidedSweep?.stop()
@@ -255,17 +278,22 @@ final class Upkeep: Sendable {
     private let migrate: Bool
     private let retentionHours: Int
     private let logger: Logger
+    /// What must be read from the database once the schema is up, before
+    /// the service counts as ready (the console's cookie key).
+    private let afterSchema: @Sendable () throws -> Void
     private let state = Monitor(RunState())
 
     static let purgeRoundRows = 1_000
     static let purgeRoundsMax = 20
     static let purgeIntervalSeconds = 60.0
-    init(ledger: Ledger, readiness: Readiness, migrate: Bool, retentionHours: Int, logger: Logger) {
+    init(ledger: Ledger, readiness: Readiness, migrate: Bool, retentionHours: Int, logger: Logger,
+         afterSchema: @escaping @Sendable () throws -> Void) {
         self.ledger = ledger
         self.readiness = readiness
         self.migrate = migrate
         self.retentionHours = retentionHours
         self.logger = logger
+        self.afterSchema = afterSchema
     }
 
     func start() {
@@ -288,6 +316,7 @@ final class Upkeep: Sendable {
         while !stopping() {
             do {
                 try ledger.bringSchemaUp(migrate: migrate)
+                try afterSchema()
                 readiness.markSchemaReady()
                 return
             } catch {

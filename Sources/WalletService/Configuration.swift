@@ -37,6 +37,10 @@ public struct Configuration: Sendable {
     public var maxBodyBytes = 1 << 20
     public var maxHeaderBytes = 16 << 10
     public var maxConnections = 1024
+    /// The most connections one client address may hold: one address can
+    /// then not take every slot. At most `maxConnections`; read as 64, or
+    /// `maxConnections` when that is less, unless set.
+    public var maxConnectionsPerIP = 64
     public var idleTimeoutSeconds = 30
     public var requestTimeoutSeconds = 10
     /// How long a batch waits for a row lock another transaction holds
@@ -188,6 +192,9 @@ public struct Configuration: Sendable {
             throw ConfigurationError(variable: "WALLET_MAX_CONNECTIONS",
                                      message: "must be at least WALLET_HTTP_THREADS (\(configuration.httpThreads))")
         }
+        configuration.maxConnectionsPerIP = try reader.integer(
+            "WALLET_MAX_CONNECTIONS_PER_IP", in: 1...configuration.maxConnections)
+            ?? min(configuration.maxConnectionsPerIP, configuration.maxConnections)
         configuration.idleTimeoutSeconds = try reader.integer("WALLET_IDLE_TIMEOUT_SECONDS", in: 1...3_600) ?? configuration.idleTimeoutSeconds
         configuration.requestTimeoutSeconds = try reader.integer("WALLET_REQUEST_TIMEOUT_SECONDS", in: 1...600)
             ?? configuration.requestTimeoutSeconds

@@ -92,12 +92,15 @@ struct VoidedPurchasesSweep: MarkedSweep {
 /// package). A bad token is 401 and a malformed body 400; Google's keys or
 /// API unreachable, or the ledger, 503, so the push comes again. The work
 /// (fetching Google's keys, reading the voided list, the database) runs on
-/// the notification threads, never on a server thread.
+/// threads of its own, never on a server thread, and never on the App
+/// Store's: a push whose key is being fetched from Google waits there, and
+/// a full queue answers the push 503, which Pub/Sub retries.
 struct GooglePlayNotificationsAPI: Sendable {
     let authenticator: PushAuthenticator?
     let voids: GooglePlayVoids?
     let packageName: String?
-    let work: BlockingWork
+    /// Present when the route is set up.
+    let work: BlockingWork?
     let metrics: Metrics
     let requestTimeoutSeconds: Int
     let logger: Logger
@@ -107,7 +110,7 @@ struct GooglePlayNotificationsAPI: Sendable {
     }
 
     func postNotification(_ request: Request, _ responder: Responder) {
-        guard let authenticator, let voids, let packageName else {
+        guard let authenticator, let voids, let packageName, let work else {
             return responder.fail(WalletError.notFound(detail: "Google Play notifications are not set up on this service"))
         }
         let deadline = ContinuousClock.now + .seconds(requestTimeoutSeconds)

@@ -75,6 +75,21 @@ public struct ConsoleStore: Sendable {
             """).single.map { Session(keyName: try $0.decode(String.self, at: 0), csrfToken: try $0.decode(String.self, at: 1)) }
     }
 
+    /// The key that signs the console's session cookies: made once, by
+    /// whichever instance asks first, then the same for every instance.
+    /// Two statements, so the read sees a key another instance committed
+    /// while this one's insert waited on it.
+    static func cookieKey(on connection: Connection) throws -> ConsoleCookieKey {
+        try connection.execute("""
+            INSERT INTO wallet.console_cookie_keys (name, key)
+            VALUES ('session', \(ByteA(SecureRandom.bytes(count: ConsoleCookieKey.byteCount))))
+            ON CONFLICT (name) DO NOTHING
+            """)
+        let bytes = try connection.query("SELECT key FROM wallet.console_cookie_keys WHERE name = 'session'")[0]
+            .decode(ByteA.self, at: 0).bytes
+        return ConsoleCookieKey(bytes: bytes)
+    }
+
     static func signOut(_ sessionID: String, on connection: Connection) throws {
         try connection.execute("""
             UPDATE wallet.admin_sessions SET ended_at = now()
@@ -542,7 +557,28 @@ public struct ConsoleQueries {
     }
 }
 
+/// The console's cookie-signing key. Its bytes never appear in a
+/// description, so logging the value by mistake shows nothing.
+public struct ConsoleCookieKey: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    public static let byteCount = 32
+    public let bytes: [UInt8]
+
+    init(bytes: [UInt8]) {
+        precondition(bytes.count == Self.byteCount, "the console cookie key is 32 bytes (a CHECK constraint says so)")
+        self.bytes = bytes
+    }
+
+    public var description: String { "ConsoleCookieKey(redacted)" }
+    public var debugDescription: String { description }
+}
+
 extension Ledger {
+    /// The console's cookie-signing key, made on first use (see
+    /// `wallet.console_cookie_keys`).
+    public func consoleCookieKey(deadline: ContinuousClock.Instant) throws -> ConsoleCookieKey {
+        try pool.withConnection(deadline: deadline) { try ConsoleStore.cookieKey(on: $0) }
+    }
+
     /// Runs the console's `body` on one pooled connection by `deadline`.
     /// Failures come out as every read's do (`database_unavailable`).
     public func console<T>(deadline: ContinuousClock.Instant, _ body: (ConsoleQueries) throws -> T) throws -> T {

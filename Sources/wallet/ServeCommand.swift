@@ -34,6 +34,7 @@ enum ServeCommand {
         sigaddset(&signals, SIGTERM)
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         signal(SIGPIPE, SIG_IGN)
+        DescriptorLimit.raise(for: configuration, logger: logger)
 
         if configuration.creditVerification.contains(.caller) && !configuration.usesEmbeddedDatabase {
             logger.warning("credit verification includes caller: the app backend's word is enough to credit coins",

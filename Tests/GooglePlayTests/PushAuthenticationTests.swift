@@ -430,6 +430,33 @@ struct PushAuthenticationTests {
         #expect(fake.fetchCount == 1)
     }
 
+    @Test func unknownKidsFromSixteenThreadsAtOnceCauseOneFetchAMinute() throws {
+        let fake = try FakeGoogleCerts()
+        defer { fake.stop() }
+        let authenticator = Self.authenticator(fake, timeoutSeconds: 5)
+        let start = Date()
+        _ = try authenticator.verify(authorization: Self.bearer(fake.token()), now: start)
+        #expect(fake.fetchCount == 1)
+        // A slow endpoint, so the threads find the refetch in flight.
+        fake.delayAnswers(seconds: 0.3)
+        let reasons = Guarded<[PushAuthenticationError.Reason?]>([])
+        // A minute on, 16 threads send 10 tokens each, every one with a kid
+        // of its own, over the next 50 seconds of the clock `verify` reads.
+        let finished = runOnThreads(16, timeoutSeconds: 30) { thread in
+            for index in 0..<10 {
+                let token = Self.bearer(fake.token(kid: "made-up-\(thread)-\(index)"))
+                let reason = Self.refusal(authenticator, token, now: start.addingTimeInterval(61 + Double(index * 5)))
+                reasons.withLock { $0.append(reason) }
+            }
+        }
+        #expect(finished)
+        #expect(reasons.withLock { $0 } == Array(repeating: .unknown_key, count: 160))
+        #expect(fake.fetchCount == 2)
+        // The published key still verifies, without a fetch.
+        #expect(Self.refusal(authenticator, Self.bearer(fake.token()), now: start.addingTimeInterval(115)) == nil)
+        #expect(fake.fetchCount == 2)
+    }
+
     @Test func waitersGiveUpAtTheirOwnDeadline() throws {
         let fake = try FakeGoogleCerts()
         defer { fake.stop() }

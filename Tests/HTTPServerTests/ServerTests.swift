@@ -222,6 +222,33 @@ struct ServerTests {
         #expect(try third.readResponse().status == 200)
     }
 
+    @Test func connectionsFromOneAddressPastItsLimitAreClosedOnArrival() throws {
+        let test = try TestServer(configure: { $0.maxConnectionsPerAddress = 2 }, routes: Self.echoRoutes)
+        defer { test.server.shutdown() }
+        let held = try (0..<2).map { _ in try test.client() }
+        for client in held {
+            #expect(try client.request(method: "GET", path: "/health").status == 200)
+        }
+        // More from the same address: each is closed at once, unanswered.
+        let refused = try (0..<20).map { _ in try test.client() }
+        for client in refused {
+            #expect(client.waitForClose(seconds: 5))
+        }
+        #expect(test.server.refusedConnectionCount == 20)
+        #expect(throws: (any Error).self) { _ = try refused[0].readResponse() }
+        // Another address is served, and so is a held connection.
+        let other = try HTTPTestClient(port: test.port, sourceHost: "127.0.0.2")
+        #expect(try other.request(method: "GET", path: "/health").status == 200)
+        #expect(try held[0].request(method: "GET", path: "/health").status == 200)
+        // A slot given back is the address's again.
+        held[1].close()
+        #expect(waitFor(seconds: 5) { (try? test.client().request(method: "GET", path: "/health").status) == 200 })
+        // The refusals are summed up in one log line, not one each.
+        let lines = test.log.text.split(separator: "\n").filter { $0.contains("connections refused") }
+        #expect(lines.count == 1, "\(lines)")
+        #expect(lines.first?.contains(#""http.refused":"1""#) == true, "the first refusal is logged at once")
+    }
+
     @Test func keepAliveServesSeveralRequestsOnOneConnection() throws {
         let test = try TestServer(routes: Self.echoRoutes)
         defer { test.server.shutdown() }
@@ -520,6 +547,41 @@ struct ServerTests {
         let dribbledSeconds = HTTPTestClient.now() - dribbleStarted
         #expect(dribbledSeconds < 3, "answered after \(dribbledSeconds) s")
         try expectProblem(dribbled, status: 408, code: "request_timeout")
+    }
+
+    @Test func aConnectionWithoutARequestLineIsClosedAtTheRequestTimeout() throws {
+        let timeoutSeconds = 2.0
+        let test = try TestServer(configure: { $0.requestTimeoutSeconds = Int(timeoutSeconds); $0.idleTimeoutSeconds = 30 },
+                                  routes: Self.echoRoutes)
+        defer { test.server.shutdown() }
+        let started = HTTPTestClient.now()
+        // One sends nothing, one half a request line, one drips a request
+        // line that never ends, each byte well within the idle timeout.
+        let silent = try test.client()
+        let partial = try test.client()
+        try partial.send("GET /hea")
+        let dripping = try test.client()
+        try dripping.send("GET /")
+        for _ in 0..<40 where !dripping.isReadable(within: 0.2) {
+            try? dripping.send("a")
+        }
+        #expect(dripping.waitForClose(seconds: 5))
+        let drippingSeconds = HTTPTestClient.now() - started
+        #expect(silent.waitForClose(seconds: 5))
+        #expect(partial.waitForClose(seconds: 5))
+        let closedSeconds = HTTPTestClient.now() - started
+        print("connections without a request line closed after \(drippingSeconds)–\(closedSeconds) s "
+              + "(request timeout \(timeoutSeconds) s)")
+        // Closed at the timeout: no 408 is owed to a client that sent no
+        // request, so the second of grace a started request gets is not waited.
+        #expect(drippingSeconds >= timeoutSeconds - 0.05, "closed after \(drippingSeconds) s")
+        #expect(closedSeconds < timeoutSeconds + 1, "closed after \(closedSeconds) s")
+        // Nothing was answered: a refused connection just ends.
+        #expect(throws: HTTPTestClientError.closedByPeer) { _ = try silent.readResponse() }
+
+        // A request line that arrives in time gets its answer.
+        let prompt = try test.client()
+        #expect(try prompt.request(method: "GET", path: "/health").status == 200)
     }
 
     @Test func idleConnectionIsClosed() throws {

@@ -34,6 +34,9 @@ public final class TestService: @unchecked Sendable {
         configuration.databasePoolSize = 6
         configuration.writers = 2
         configuration.creditVerification = [.caller]
+        // Test threads stand in for many clients, all from 127.0.0.1: that
+        // address may have every connection unless a test says otherwise.
+        configuration.maxConnectionsPerIP = configuration.maxConnections
         configure(&configuration)
         application = try buildApplication(configuration: configuration,
                                            logger: Logger(label: "wallet", level: .error, sink: .discard))
@@ -51,6 +54,7 @@ public final class TestService: @unchecked Sendable {
         configuration.databaseURL = conninfo(database)
         configuration.listen = .init(host: "127.0.0.1", port: 0)
         configuration.creditVerification = [.caller]
+        configuration.maxConnectionsPerIP = configuration.maxConnections
         return try buildApplication(configuration: configuration,
                                     logger: Logger(label: "wallet", level: .error, sink: .discard))
     }

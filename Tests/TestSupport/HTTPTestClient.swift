@@ -43,12 +43,15 @@ public final class HTTPTestClient {
     /// Bytes received but not yet consumed by a response.
     private var pending: [UInt8] = []
 
-    public init(port: UInt16, host: String = "127.0.0.1", timeoutSeconds: Double = 5) throws {
+    /// - Parameter sourceHost: The local address to connect from, such as
+    ///   another address of loopback's 127/8; the kernel's choice when nil.
+    public init(port: UInt16, host: String = "127.0.0.1", sourceHost: String? = nil, timeoutSeconds: Double = 5) throws {
         self.port = port
         self.timeoutSeconds = timeoutSeconds
         socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard socket >= 0 else { throw HTTPTestClientError.connectFailed(errno: errno) }
         do {
+            if let sourceHost { try bind(sourceHost) }
             try connect(host: host)
         } catch {
             Glibc.close(socket)
@@ -61,6 +64,20 @@ public final class HTTPTestClient {
 
     deinit {
         close()
+    }
+
+    private func bind(_ host: String) throws {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else {
+            throw HTTPTestClientError.connectFailed(errno: EINVAL)
+        }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard result == 0 else { throw HTTPTestClientError.connectFailed(errno: errno) }
     }
 
     private func connect(host: String) throws {

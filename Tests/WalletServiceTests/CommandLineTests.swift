@@ -39,7 +39,8 @@ struct CommandLineTests {
     @Test func aMalformedSettingStopsStartUpNamingTheVariable() throws {
         for (name, value) in [("WALLET_DB_POOL_SIZE", "many"), ("WALLET_LISTEN", "nowhere"), ("WALLET_LOG_LEVEL", "loud"),
                               ("WALLET_CREDIT_VERIFICATION", "trust-me"), ("WALLET_IDEMPOTENCY_RETENTION_HOURS", "23"),
-                              ("WALLET_HTTP_THREADS", "257"), ("WALLET_MAX_CONNECTIONS", "3")] {
+                              ("WALLET_HTTP_THREADS", "257"), ("WALLET_MAX_CONNECTIONS", "3"),
+                              ("WALLET_MAX_CONNECTIONS_PER_IP", "0"), ("WALLET_MAX_CONNECTIONS_PER_IP", "1025")] {
             let result = try wallet(["serve"], ["WALLET_DATABASE_URL": "host=/nonexistent", name: value])
             #expect(result.status == 2, "\(name)")
             #expect(result.error.contains(name), "\(name): \(result.error)")

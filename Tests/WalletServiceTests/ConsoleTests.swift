@@ -72,8 +72,11 @@ struct ConsoleTests {
         let cookie = try #require(signedIn.header("Set-Cookie"))
         let attributes = Set(cookie.split(separator: ";").dropFirst().map { $0.trimmingCharacters(in: .whitespaces) })
         #expect(attributes == ["Path=/admin", "Max-Age=3600", "HttpOnly", "SameSite=Strict"], "no Secure on loopback")
-        let sessionID = String(cookie.split(separator: ";")[0].dropFirst("wallet_admin_session=".count))
-        #expect(sessionID.count == 43)
+        // The session's random id and its signature, 32 bytes each in base64url.
+        let value = cookie.split(separator: ";")[0].dropFirst("wallet_admin_session=".count)
+        let parts = value.split(separator: ".", omittingEmptySubsequences: false)
+        #expect(parts.map(\.count) == [43, 43])
+        let sessionID = String(parts[0])
         // Only the id's hash is stored.
         #expect(try service.count("SELECT count(*) FROM wallet.admin_sessions WHERE id_hash = sha256('\(sessionID)')") == 1)
 
@@ -190,13 +193,44 @@ struct ConsoleTests {
         let service = try TestService()
         defer { service.stop() }
         let browser = try Self.browser(service, key: service.adminKey)
+        let other = try Self.browser(service, key: service.adminKey)
         let id = browser.cookie.dropFirst("wallet_admin_session=".count)
+        let otherID = other.cookie.dropFirst("wallet_admin_session=".count)
         let flipped = String(id.dropLast()) + (id.last == "A" ? "B" : "A")
+        // One session's id with another's signature, and a session id alone
+        // (as cookies were before they were signed).
+        let swapped = String(id.prefix(43)) + String(otherID.dropFirst(43))
         for cookie in ["wallet_admin_session=\(flipped)", "wallet_admin_session=", "wallet_admin_session=\(id)\(id)",
-                       "other=\(id)", "wallet_admin_session=\(String(repeating: "A", count: 43))"] {
+                       "other=\(id)", "wallet_admin_session=\(String(repeating: "A", count: 43))",
+                       "wallet_admin_session=\(swapped)", "wallet_admin_session=\(id.prefix(43))"] {
             Self.expectSignInRedirect(try Self.get(service, "/admin", Browser(cookie: cookie, csrf: "")))
         }
+        // A cookie the console did not issue is cleared.
+        let stale = try Self.get(service, "/admin", Browser(cookie: "wallet_admin_session=\(id.prefix(43))", csrf: ""))
+        #expect(stale.header("Set-Cookie")?.contains("Max-Age=0") == true)
         #expect(try Self.get(service, "/admin", browser).status == 200, "the real one still works")
+    }
+
+    @Test func everyInstanceOnTheDatabaseAcceptsTheOthersCookies() throws {
+        let service = try TestService()
+        defer { service.stop() }
+        let second = try TestService.unstarted(database: service.database)
+        try second.start()
+        defer { second.shutdown() }
+        try #require(second.waitUntilReady(timeoutSeconds: 30))
+        // Signed in on the first, read on the second, signed out on the second.
+        let browser = try Self.browser(service, key: service.adminKey)
+        let page = try TestService.request(port: second.port, "GET", "/admin/keys", key: nil, json: nil,
+                                           headers: [("Cookie", browser.cookie)])
+        #expect(page.status == 200)
+        let out = try TestService.request(port: second.port, "POST", "/admin/logout", key: nil, json: nil,
+                                          headers: [("Cookie", browser.cookie),
+                                                    ("Content-Type", "application/x-www-form-urlencoded")],
+                                          body: "csrf=\(browser.csrf)")
+        Self.expectSignInRedirect(out)
+        Self.expectSignInRedirect(try Self.get(service, "/admin", browser))
+        // One key, made by whichever instance came first.
+        #expect(try service.count("SELECT count(*) FROM wallet.console_cookie_keys") == 1)
     }
 
     @Test func signingOutNeedsTheTokenAndEndsTheSession() throws {

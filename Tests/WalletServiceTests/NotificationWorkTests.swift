@@ -56,6 +56,105 @@ struct NotificationWorkTests {
         #expect(text.contains(#"wallet_appstore_notifications_total{outcome="refused",reason="malformed"} 2"#))
     }
 
+    /// Google pushes whose `kid` Google has not published make the service
+    /// fetch Google's keys from a slow endpoint; meanwhile App Store
+    /// notifications keep coming, and are answered as on a quiet service.
+    @Test func googlePushesWaitingForKeysHoldNoAppStoreNotification() throws {
+        let apple = try FakeAppStore()
+        let google = try FakeGooglePlay()
+        let certs = try FakeGoogleCerts()
+        defer { google.stop(); certs.stop() }
+        // Slower than a notification takes, within the push's key deadline (5 s).
+        let fetchSeconds = 4.0
+        certs.delayAnswers(seconds: fetchSeconds)
+        let directory = NSTemporaryDirectory() + "wallet-push-isolation-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let rootFile = directory + "/root.der"
+        try Data(apple.root.certificate.derBytes).write(to: URL(fileURLWithPath: rootFile))
+        let accountFile = directory + "/service-account.json"
+        try google.serviceAccountJSON().write(toFile: accountFile, atomically: true, encoding: .utf8)
+        let service = try TestService {
+            $0.creditVerification = [.appStoreJWS, .googlePlay, .caller]
+            $0.apple.bundleIDs = [FakeAppStore.bundleID]
+            $0.apple.environments = ["Sandbox"]
+            $0.apple.rootCertificatePaths = [rootFile]
+            $0.google.serviceAccountFile = accountFile
+            $0.google.packageName = google.packageName
+            $0.google.apiURL = google.apiURL.absoluteString
+            $0.google.pushJWKSURL = certs.url.absoluteString
+            $0.google.pushAudience = FakeGoogleCerts.defaultAudience
+            $0.google.pushServiceAccount = FakeGoogleCerts.defaultEmail
+            $0.google.voidedPollMinutes = 0
+        }
+        defer { service.stop() }
+        let port = service.port
+
+        // More pushes than two threads and a queue of 32 hold, each with a
+        // kid of its own: the first fetches the keys, the rest wait for it.
+        let pushes = 40
+        let pushStatuses = Locked<[Int]>([])
+        let pushesDone = DispatchSemaphore(value: 0)
+        let pushBody = #"{"message":{"data":"e30=","messageId":"m-1"},"subscription":"projects/p/subscriptions/play"}"#
+        let pushing = Thread {
+            _ = runOnThreads(pushes, timeoutSeconds: 60) { index in
+                let token = certs.token(kid: "unpublished-\(index)")
+                let status = (try? TestService.request(
+                    port: port, "POST", "/v1/googleplay/notifications", key: nil, json: pushBody,
+                    headers: [("Authorization", "Bearer \(token)")], timeoutSeconds: 30).status) ?? 0
+                pushStatuses.withLock { $0.append(status) }
+            }
+            pushesDone.signal()
+        }
+        pushing.start()
+        #expect(waitFor(seconds: 10) { certs.fetchCount == 1 }, "the key fetch began")
+
+        // While the fetch is slow: 40 App Store notifications from 16 senders,
+        // never more at once than the App Store's pool takes.
+        let senders = 16
+        let notifications = 40
+        let bodies = (0..<notifications).map { Self.notification(apple, type: "REFUND_DECLINED", number: 500 + $0) }
+        let answers = Locked<[(status: Int, seconds: Double)]>([])
+        let sent = runOnThreads(senders, timeoutSeconds: 60) { sender in
+            for index in stride(from: sender, to: notifications, by: senders) {
+                let started = HTTPTestClient.now()
+                let status = (try? TestService.request(port: port, "POST", "/v1/appstore/notifications", key: nil,
+                                                       json: bodies[index], timeoutSeconds: 30).status) ?? 0
+                answers.withLock { $0.append((status, HTTPTestClient.now() - started)) }
+            }
+        }
+        #expect(sent)
+        let fetchStillRunning = certs.fetchCount == 1 && pushStatuses.withLock { $0.count } < pushes
+        #expect(pushesDone.wait(timeout: .now() + 60) == .success)
+
+        let all = answers.withLock { $0 }
+        let refused = all.filter { $0.status != 200 }.count
+        let slowest = all.map(\.seconds).max() ?? 0
+        let pushAnswers = Dictionary(pushStatuses.withLock { $0 }.map { ($0, 1) }, uniquingKeysWith: +)
+        print("App Store notifications beside Google pushes waiting \(fetchSeconds) s for keys: \(refused) of "
+              + "\(notifications) not 200, slowest answered in \(String(format: "%.2f", slowest)) s; "
+              + "pushes answered \(pushAnswers.sorted { $0.key < $1.key }); key fetches \(certs.fetchCount)")
+        #expect(all.count == notifications)
+        #expect(refused == 0, "\(all.map(\.status))")
+        #expect(slowest < fetchSeconds, "an App Store notification waited for Google's keys")
+        #expect(fetchStillRunning, "the notifications were sent while the key fetch ran")
+        // Every push was refused for its unknown kid (or, past the Google
+        // pool's queue, told to come back): none was let in.
+        #expect(pushAnswers.keys.allSatisfy { $0 == 401 || $0 == 503 }, "\(pushAnswers)")
+        let overloaded = try service.request("GET", "/metrics").text.split(separator: "\n")
+            .first { $0.hasPrefix(#"wallet_appstore_notifications_total{outcome="overloaded"}"#) }
+        #expect(overloaded == #"wallet_appstore_notifications_total{outcome="overloaded"} 0"#)
+
+        // More unknown kids within the minute fetch nothing.
+        for index in 0..<5 {
+            let token = certs.token(kid: "unpublished-again-\(index)")
+            let response = try service.request("POST", "/v1/googleplay/notifications", json: pushBody,
+                                               headers: [("Authorization", "Bearer \(token)")])
+            #expect(response.status == 401)
+        }
+        #expect(certs.fetchCount == 1, "Google's keys fetched \(certs.fetchCount) times within a minute")
+    }
+
     @Test func unknownNotificationOutcomesCountAsOther() {
         let metrics = Metrics()
         metrics.countNotification(outcome: "superseded")

@@ -11,9 +11,11 @@ import WalletStore
 /// but for revoking an API key.
 ///
 /// - Sign-in takes an API key with the admin scope and makes a session in
-///   PostgreSQL; the cookie carries only the session's random id. Every page
-///   checks the session and its key in the same round trip as its reads,
-///   so a revoked key's sessions end at once.
+///   PostgreSQL; the cookie carries only the session's random id, signed
+///   (`SessionCookies`). A cookie whose signature fails is sent to the
+///   sign-in form on the server thread, with no database work; one that
+///   passes has its session and key checked on the page's connection, so a
+///   revoked key's sessions end at once.
 /// - Every page's database work runs on the console's own few threads,
 ///   never on a server thread, by the request's deadline.
 /// - Forms that change state (sign-out, revoking a key) carry the session's
@@ -35,12 +37,15 @@ struct AdminConsole: Sendable {
     let secureCookie: Bool
     let requestTimeoutSeconds: Int
     let signIns: SignInLimiter
+    let cookies: SessionCookies
     let logger: Logger
 
-    init(ledger: Ledger, readiness: Readiness, work: BlockingWork, configuration: Configuration, logger: Logger) {
+    init(ledger: Ledger, readiness: Readiness, work: BlockingWork, cookies: SessionCookies, configuration: Configuration,
+         logger: Logger) {
         self.ledger = ledger
         self.readiness = readiness
         self.work = work
+        self.cookies = cookies
         sessionMinutes = configuration.adminSessionMinutes
         secureCookie = !configuration.listen.host.hasPrefix("127.")
         requestTimeoutSeconds = configuration.requestTimeoutSeconds
@@ -87,8 +92,11 @@ struct AdminConsole: Sendable {
         offServerThread(responder, chrome: nil) { queries in
             switch try queries.signIn(keySecret: secret, minutes: sessionMinutes) {
             case .signedIn(let sessionID, let session):
+                // The key is loaded before the schema counts as ready, which
+                // this work waited for.
+                guard let value = cookies.value(for: sessionID) else { throw WalletError.databaseUnavailable }
                 logger.info("console sign-in", ["key.name": session.keyName, "http.client": address])
-                return redirect("/admin", headers: [("Set-Cookie", cookie(sessionID, maxAge: sessionMinutes * 60))])
+                return redirect("/admin", headers: [("Set-Cookie", cookie(value, maxAge: sessionMinutes * 60))])
             case .unknownKey:
                 signIns.failed(address)
                 return page(ConsolePages.login(message: "That API key is not valid."), status: 401)
@@ -199,9 +207,18 @@ struct AdminConsole: Sendable {
     /// answer is a redirect to the sign-in form.
     func signedIn(_ render: @escaping @Sendable (Request, Context) throws -> Response) -> Handler {
         { request, responder in
-            guard let sessionID = Forms.cookie(Self.cookieName, in: request.headers), !sessionID.isEmpty,
-                  sessionID.utf8.count <= 64 else {
+            guard let value = Forms.cookie(Self.cookieName, in: request.headers), !value.isEmpty else {
                 return responder.send(redirect("/admin/login"))
+            }
+            guard cookies.isReady else {
+                // Not a reason to drop the cookie: the database is not up yet.
+                return responder.send(problemPage(WalletError.databaseUnavailable, chrome: nil))
+            }
+            guard let sessionID = cookies.sessionID(from: value) else {
+                // Not issued by this service (or issued before cookies were
+                // signed): decided here, on the server thread, with no
+                // database work, however many such requests come.
+                return responder.send(redirect("/admin/login", headers: [("Set-Cookie", cookie("", maxAge: 0))]))
             }
             offServerThread(responder, chrome: nil) { queries in
                 guard let session = try queries.session(sessionID) else {
