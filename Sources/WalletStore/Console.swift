@@ -28,9 +28,14 @@ public struct ConsoleStore: Sendable {
         /// The new session: the id for the cookie (shown once, stored as its hash).
         case signedIn(sessionID: String, Session)
         case unknownKey
-        /// A live key without the admin scope.
-        case notAdmin(keyName: String)
+        /// A live key with neither scope that signs in.
+        case notConsole(keyName: String)
     }
+
+    /// The scopes that sign in: `console` for support agents, `admin` for
+    /// operators.
+    public static let signInScopes: [Scope] = [.console, .admin]
+    private static var signInScopeNames: [String] { signInScopes.map(\.rawValue) }
 
     /// A session id or CSRF token: 32 CSPRNG bytes in base64url.
     static func makeToken() -> String { Base64URL.encode(SecureRandom.bytes(count: 32)) }
@@ -38,16 +43,16 @@ public struct ConsoleStore: Sendable {
     static func sessionHash(_ sessionID: String) -> ByteA { ByteA(SHA256.hash(Array(sessionID.utf8))) }
 
     /// Signs in with an API key's SHA-256: a session of `minutes` when the
-    /// key is live and has the admin scope. Sessions long over are removed
-    /// on the way (a few per sign-in, so the table stays small).
+    /// key is live and has one of `signInScopes`. Sessions long over are
+    /// removed on the way (a few per sign-in, so the table stays small).
     static func signIn(keyHash: [UInt8], minutes: Int, on connection: Connection) throws -> SignIn {
         guard let row = try connection.query("""
-            SELECT id, name, 'admin' = ANY(scopes), key_hash FROM wallet.api_keys
+            SELECT id, name, scopes && \(signInScopeNames)::text[], key_hash FROM wallet.api_keys
             WHERE key_hash = \(ByteA(keyHash)) AND revoked_at IS NULL
             """).single, constantTimeEquals(try row.decode(ByteA.self, at: 3).bytes, keyHash)
         else { return .unknownKey }
         let name = try row.decode(String.self, at: 1)
-        guard try row.decode(Bool.self, at: 2) else { return .notAdmin(keyName: name) }
+        guard try row.decode(Bool.self, at: 2) else { return .notConsole(keyName: name) }
         let sessionID = makeToken()
         let session = Session(keyName: name, csrfToken: makeToken())
         try connection.execute("""
@@ -65,13 +70,13 @@ public struct ConsoleStore: Sendable {
     }
 
     /// The live session with this id: not ended, not expired, and its key
-    /// still live with the admin scope.
+    /// still live with a scope that signs in.
     static func session(_ sessionID: String, on connection: Connection) throws -> Session? {
         try connection.prepared("""
             SELECT k.name, s.csrf_token
             FROM wallet.admin_sessions s JOIN wallet.api_keys k ON k.id = s.key_id
             WHERE s.id_hash = \(sessionHash(sessionID)) AND s.ended_at IS NULL AND s.expires_at > now()
-              AND k.revoked_at IS NULL AND 'admin' = ANY(k.scopes)
+              AND k.revoked_at IS NULL AND k.scopes && \(signInScopeNames)::text[]
             """).single.map { Session(keyName: try $0.decode(String.self, at: 0), csrfToken: try $0.decode(String.self, at: 1)) }
     }
 

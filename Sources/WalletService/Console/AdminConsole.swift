@@ -10,10 +10,11 @@ import WalletStore
 /// player's coins, a credit's story and the economy at a glance. Read-only
 /// but for revoking an API key.
 ///
-/// - Sign-in takes an API key with the admin scope and makes a session in
-///   PostgreSQL; the cookie carries only the session's random id. Every page
-///   checks the session and its key in the same round trip as its reads,
-///   so a revoked key's sessions end at once.
+/// - Sign-in takes an API key with the `console` scope (support agents: it
+///   opens no `/v1` route) or the `admin` scope (operators) and makes a
+///   session in PostgreSQL; the cookie carries only the session's random id.
+///   Every page checks the session and its key in the same round trip as
+///   its reads, so a revoked key's sessions end at once.
 /// - Every page's database work runs on the console's own few threads,
 ///   never on a server thread, by the request's deadline.
 /// - Forms that change state (sign-out, revoking a key) carry the session's
@@ -92,10 +93,12 @@ struct AdminConsole: Sendable {
             case .unknownKey:
                 signIns.failed(address)
                 return page(ConsolePages.login(message: "That API key is not valid."), status: 401)
-            case .notAdmin(let name):
+            case .notConsole(let name):
                 signIns.failed(address)
-                logger.warning("console sign-in without the admin scope", ["key.name": name, "http.client": address])
-                return page(ConsolePages.login(message: "That API key does not have the admin scope."), status: 403)
+                logger.warning("console sign-in without the console or admin scope",
+                               ["key.name": name, "http.client": address])
+                return page(ConsolePages.login(message: "That API key has neither the console nor the admin scope."),
+                            status: 403)
             }
         }
     }

@@ -53,7 +53,7 @@ enum ConsolePages {
         let error: HTML = message.map { "<p class=\"error\" role=\"alert\">\($0)</p>" } ?? ""
         return document(title: "Sign in", chrome: nil, main: """
             <h1>Sign in</h1>
-            <p>Sign in with an API key that has the <code>admin</code> scope.</p>
+            <p>Sign in with an API key that has the <code>console</code> scope, or the <code>admin</code> scope.</p>
             \(error)
             <form class="login" method="post" action="/admin/login">
             <label for="api-key">API key</label>
