@@ -95,8 +95,9 @@ public struct ConsoleStore: Sendable {
             """)[0].decode(Bool.self, at: 0)
     }
 
-    static func recordRefusedNotification(reason: String, requestID: String?, on connection: Connection) throws {
-        try connection.execute("SELECT wallet.record_refused_notification(\(reason), \(requestID))")
+    static func recordRefusedNotification(reason: String, appleSigned: Bool, refusals: Int,
+                                          on connection: Connection) throws {
+        try connection.execute("SELECT wallet.record_refused_notification(\(reason), \(appleSigned), \(refusals))")
     }
 
     // MARK: Overview
@@ -123,7 +124,11 @@ public struct ConsoleStore: Sendable {
     public struct Refused: Sendable, Equatable {
         public var receivedAt: String
         public var reason: String
-        public var requestID: String?
+        /// The token's signature and chain held: Apple signed what was refused.
+        public var appleSigned: Bool
+        /// The refusals the row stands for: itself, and of a kind not signed
+        /// by Apple the ones of its reason not kept since the previous row.
+        public var refusals: Int64
     }
 
     public struct Overview: Sendable {
@@ -134,8 +139,10 @@ public struct ConsoleStore: Sendable {
         public var largestBalances: [WalletRow]
         public var mostNegativeBalances: [WalletRow]
         public var notificationOutcomes: [Count]
+        /// Refusals by reason, counting what each row stands for.
         public var refusedReasons: [Count]
-        /// The newest refused notifications in the window, at most 10.
+        /// The newest refused notifications in the window, newest first: at
+        /// most 10 Apple signed and 10 not, so junk cannot hide the others.
         public var recentRefused: [Refused]
         public var googleNotificationOutcomes: [Count]
     }
@@ -179,7 +186,7 @@ public struct ConsoleStore: Sendable {
             WHERE received_at >= \(unsafeSQL: start) GROUP BY outcome ORDER BY outcome
             """, on: connection)
         let refused = try self.counts("""
-            SELECT reason, count(*) FROM wallet.appstore_refused_notifications
+            SELECT reason, sum(refusals)::bigint FROM wallet.appstore_refused_notifications
             WHERE received_at >= \(unsafeSQL: start) GROUP BY reason ORDER BY reason
             """, on: connection)
         let google = try self.counts("""
@@ -187,11 +194,16 @@ public struct ConsoleStore: Sendable {
             WHERE received_at >= \(unsafeSQL: start) GROUP BY outcome ORDER BY outcome
             """, on: connection)
         let recent = try connection.query("""
-            SELECT wallet.rfc3339(received_at), reason, request_id FROM wallet.appstore_refused_notifications
-            WHERE received_at >= \(unsafeSQL: start) ORDER BY id DESC LIMIT 10
+            SELECT wallet.rfc3339(received_at), reason, apple_signed, refusals::bigint FROM (
+                (SELECT * FROM wallet.appstore_refused_notifications
+                 WHERE apple_signed AND received_at >= \(unsafeSQL: start) ORDER BY id DESC LIMIT 10)
+                UNION ALL
+                (SELECT * FROM wallet.appstore_refused_notifications
+                 WHERE NOT apple_signed AND received_at >= \(unsafeSQL: start) ORDER BY id DESC LIMIT 10)
+            ) r ORDER BY id DESC
             """).map {
             Refused(receivedAt: try $0.decode(String.self, at: 0), reason: try $0.decode(String.self, at: 1),
-                    requestID: try $0.decodeIfPresent(String.self, at: 2))
+                    appleSigned: try $0.decode(Bool.self, at: 2), refusals: try $0.decode(Int64.self, at: 3))
         }
         return Overview(days: totals, purchases: try counts.decode(Int64.self, at: 0),
                         refunds: try counts.decode(Int64.self, at: 1),
@@ -554,11 +566,14 @@ extension Ledger {
         try readBounded(pool: pool, metrics: metrics, deadline: deadline) { try body(ConsoleQueries(connection: $0)) }
     }
 
-    /// Keeps a refused App Store notification's reason (the newest 10,000
-    /// are kept). Best effort: a failure is the caller's to log.
-    public func recordRefusedNotification(reason: String, requestID: String?, deadline: ContinuousClock.Instant) throws {
+    /// Keeps a row for refused App Store notifications: their reason,
+    /// whether Apple signed them, and how many refusals it stands for (the
+    /// newest 10,000 of each kind are kept). Best effort: a failure is the
+    /// caller's to log.
+    public func recordRefusedNotification(reason: String, appleSigned: Bool, refusals: Int,
+                                          deadline: ContinuousClock.Instant) throws {
         try readBounded(pool: pool, metrics: metrics, deadline: deadline) {
-            try ConsoleStore.recordRefusedNotification(reason: reason, requestID: requestID, on: $0)
+            try ConsoleStore.recordRefusedNotification(reason: reason, appleSigned: appleSigned, refusals: refusals, on: $0)
         }
     }
 }

@@ -420,30 +420,55 @@ struct ConsoleTests {
         #expect(page.contains("<dt>Purchases</dt><dd>2</dd>"))
     }
 
-    @Test func refusedNotificationsAreKeptNewestTenThousand() throws {
+    @Test func refusedNotificationsAreKeptNewestTenThousandOfEachKind() throws {
         let service = try TestService()
         defer { service.stop() }
-        let response = try service.request("POST", "/v1/appstore/notifications", json: #"{"signedPayload":"not.a.jws"}"#)
+        // The first refusal of a reason is kept, without the client's request id.
+        let response = try service.request("POST", "/v1/appstore/notifications", json: #"{"signedPayload":"not.a.jws"}"#,
+                                           headers: [("X-Request-Id", "client-chosen-1")])
         #expect(response.status == 422)
-        let malformed = try service.request("POST", "/v1/appstore/notifications", json: #"{}"#)
-        #expect(malformed.status == 422)
-        // The malformed one is recorded off the server thread.
-        let deadline = Date().addingTimeInterval(10)
-        while try service.count("SELECT count(*) FROM wallet.appstore_refused_notifications") < 2, Date() < deadline {
-            Thread.sleep(forTimeInterval: 0.05)
-        }
-        #expect(try service.count("SELECT count(*) FROM wallet.appstore_refused_notifications WHERE reason = 'malformed'") == 2)
+        #expect(try service.count("""
+            SELECT count(*) FROM wallet.appstore_refused_notifications
+            WHERE reason = 'malformed' AND NOT apple_signed AND refusals = 1 AND request_id IS NULL
+            """) == 1)
+        // Rows as the service keeps them: one standing for 40 junk refusals,
+        // and two refusals of tokens Apple signed.
+        #expect(try service.count("""
+            SELECT count(*) FROM (SELECT wallet.record_refused_notification('bad_signature', false, 40)
+                                  UNION ALL SELECT wallet.record_refused_notification('bundle_mismatch', true, 1)
+                                  UNION ALL SELECT wallet.record_refused_notification('bundle_mismatch', true, 1)) s
+            """) == 3)
         let browser = try Self.browser(service, key: service.adminKey)
         let overview = try Self.get(service, "/admin", browser).text
-        #expect(overview.contains(#"<tr class="refused"><th scope="row">refused: malformed</th><td>2</td></tr>"#))
+        for (reason, count) in [("bad_signature", 40), ("bundle_mismatch", 2), ("malformed", 1)] {
+            #expect(overview.contains(#"<tr class="refused"><th scope="row">refused: \#(reason)</th><td>\#(count)</td></tr>"#),
+                    "\(reason)")
+        }
+        #expect(overview.contains("43 notifications were refused in this window."))
+        #expect(overview.contains(#"<th scope="col">Signed by Apple</th><th scope="col">Refusals</th>"#))
+        #expect(overview.contains(#"<td>bad_signature</td><td>no</td><td class="number">40</td>"#))
+        #expect(overview.components(separatedBy: #"<td>bundle_mismatch</td><td>yes</td><td class="number">1</td>"#).count - 1 == 2)
+        #expect(!overview.contains("client-chosen-1"))
 
+        // Junk fills its own 10,000 rows and pushes out no Apple-signed refusal.
         #expect(try service.count("""
-            SELECT count(*) FROM (SELECT wallet.record_refused_notification('bad_signature', 'r' || n)
+            SELECT count(*) FROM (SELECT wallet.record_refused_notification('bad_signature', false, 1)
                                   FROM generate_series(1, 10005) n) s
             """) == 10_005)
-        #expect(try service.count("SELECT count(*) FROM wallet.appstore_refused_notifications") == 10_000)
-        #expect(try service.count("SELECT count(*) FROM wallet.appstore_refused_notifications WHERE request_id = 'r10005'") == 1)
-        #expect(try service.count("SELECT count(*) FROM wallet.appstore_refused_notifications WHERE reason = 'malformed'") == 0)
+        #expect(try service.count("SELECT count(*) FROM wallet.appstore_refused_notifications WHERE NOT apple_signed") == 10_000)
+        #expect(try service.count("SELECT count(*) FROM wallet.appstore_refused_notifications WHERE apple_signed") == 2)
+        #expect(try service.count("SELECT count(*) FROM wallet.appstore_refused_notifications WHERE reason = 'malformed'") == 0,
+                "the oldest junk went first")
+        let flooded = try Self.get(service, "/admin", browser).text
+        #expect(flooded.components(separatedBy: #"<td>bundle_mismatch</td><td>yes</td><td class="number">1</td>"#).count - 1 == 2,
+                "the newest list keeps room for refusals Apple signed")
+        // And the other way round.
+        #expect(try service.count("""
+            SELECT count(*) FROM (SELECT wallet.record_refused_notification('environment_not_allowed', true, 1)
+                                  FROM generate_series(1, 10001) n) s
+            """) == 10_001)
+        #expect(try service.count("SELECT count(*) FROM wallet.appstore_refused_notifications WHERE apple_signed") == 10_000)
+        #expect(try service.count("SELECT count(*) FROM wallet.appstore_refused_notifications WHERE NOT apple_signed") == 10_000)
     }
 
     @Test func turnedOffTheConsoleIsNotThere() throws {
