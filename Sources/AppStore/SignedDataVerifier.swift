@@ -50,18 +50,34 @@ public struct SignedDataVerifier: Sendable {
 
     /// Verifies a signed transaction (JWSTransaction).
     public func verifyTransaction(_ jws: String) throws(VerificationError) -> VerifiedTransaction {
-        try checkTransaction(authenticate(jws))
+        let signed = try authenticate(jws)
+        do {
+            return try checkTransaction(signed)
+        } catch {
+            throw error.appleSigned()
+        }
     }
 
     /// Verifies signed renewal info (JWSRenewalInfo).
     public func verifyRenewalInfo(_ jws: String) throws(VerificationError) -> VerifiedRenewalInfo {
-        try checkRenewalInfo(authenticate(jws))
+        let signed = try authenticate(jws)
+        do {
+            return try checkRenewalInfo(signed)
+        } catch {
+            throw error.appleSigned()
+        }
     }
 
     /// Verifies a notification's `signedPayload`, and the transaction and
-    /// renewal info nested in it.
+    /// renewal info nested in it. A refusal after the token authenticated
+    /// says so (`isAppleSigned`): whatever is wrong, Apple signed it.
     public func verifyNotification(_ jws: String) throws(VerificationError) -> VerifiedNotification {
-        try checkNotification(authenticate(jws))
+        let signed = try authenticate(jws)
+        do {
+            return try checkNotification(signed)
+        } catch {
+            throw error.appleSigned()
+        }
     }
 
     /// Verifies a token of any of the three kinds, telling them apart by the
@@ -70,6 +86,14 @@ public struct SignedDataVerifier: Sendable {
     /// `autoRenewProductId` renewal info.
     public func verifyAny(_ jws: String) throws(VerificationError) -> VerifiedSignedData {
         let signed = try authenticate(jws)
+        do {
+            return try checkAny(signed)
+        } catch {
+            throw error.appleSigned()
+        }
+    }
+
+    private func checkAny(_ signed: AuthenticatedPayload) throws(VerificationError) -> VerifiedSignedData {
         let object = try? JSONSerialization.jsonObject(with: signed.payloadJSON) as? [String: Any]
         let keys = Set((object ?? [:]).keys)
         if keys.contains("notificationType") {

@@ -33,11 +33,23 @@ public struct VerificationError: Error, Sendable, Equatable, CustomStringConvert
     public let reason: VerificationFailure
     public let detail: String
     let diagnostic: String?
+    /// The token's signature, certificate chain and Apple's marker
+    /// extensions held, and a later check refused what it says (another
+    /// bundle, environment or app): the refused data is Apple's, not junk
+    /// or a forgery.
+    public private(set) var isAppleSigned = false
 
     init(_ reason: VerificationFailure, _ detail: String, diagnostic: String? = nil) {
         self.reason = reason
         self.detail = detail
         self.diagnostic = diagnostic
+    }
+
+    /// The same failure, of a token whose signature and chain held.
+    func appleSigned() -> VerificationError {
+        var error = self
+        error.isAppleSigned = true
+        return error
     }
 
     public var description: String {
@@ -51,6 +63,8 @@ public struct VerificationError: Error, Sendable, Equatable, CustomStringConvert
 
     /// The same failure, with `detail` prefixed by where it happened.
     func within(_ location: String) -> VerificationError {
-        VerificationError(reason, "\(location): \(detail)", diagnostic: diagnostic)
+        var error = VerificationError(reason, "\(location): \(detail)", diagnostic: diagnostic)
+        error.isAppleSigned = isAppleSigned
+        return error
     }
 }

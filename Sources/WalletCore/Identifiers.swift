@@ -110,6 +110,14 @@ public struct IdempotencyKey: Hashable, Sendable, CustomStringConvertible {
         rawValue = text
     }
 
+    /// The start of a captured hold's ledger reference (`hold:<id>`).
+    public static let captureReferencePrefix = "hold:"
+
+    /// Whether a debit may use this key. A debit's key is its ledger
+    /// entry's reference, so one that begins like a capture's reference
+    /// would make the debit read as that hold's capture.
+    public var isDebitKey: Bool { !rawValue.hasPrefix(Self.captureReferencePrefix) }
+
     public var description: String { rawValue }
 }
 

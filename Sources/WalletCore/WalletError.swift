@@ -66,6 +66,9 @@ public enum Scope: String, Sendable, CaseIterable, Codable, Comparable {
     case debit
     /// GET wallets, entries and credits
     case read
+    /// The support console (`/admin`) only: sign in, read its pages, revoke
+    /// keys. No `/v1` route takes it, so a support agent's key moves no coins.
+    case console
     /// Everything.
     case admin
 

@@ -40,11 +40,12 @@ struct AppStoreAPI: Sendable {
             signedPayload = text
         } catch {
             metrics.countNotification(failure: .refused, reason: .malformed)
-            // Kept for the console off this thread, when there is room.
-            let requestID = request.requestID
-            _ = work.submit { [notifications] in
-                notifications.recordRefusal(reason: VerificationFailure.malformed.rawValue, requestID: requestID,
-                                            deadline: .now + .seconds(1))
+            let kind = NotificationRefusals.Kind(reason: .malformed, appleSigned: false)
+            if let refusals = notifications.refusals.refused(kind, requestID: request.requestID) {
+                // Kept for the console off this thread, when there is room.
+                _ = work.submit { [notifications] in
+                    notifications.recordRefusal(kind, refusals: refusals, deadline: .now + .seconds(1))
+                }
             }
             responder.fail(error)
             return
@@ -89,6 +90,8 @@ struct NotificationProcessor: Sendable {
     let readiness: Readiness?
     /// Whether a CONSUMPTION_REQUEST queues an answer to Apple.
     let queueConsumption: Bool
+    /// What a refusal logs and keeps; shared with the route's own refusals.
+    let refusals: NotificationRefusals
     let logger: Logger
 
     struct Processed: Sendable {
@@ -105,8 +108,10 @@ struct NotificationProcessor: Sendable {
             notification = try verifier.verifyNotification(signedPayload)
         } catch {
             metrics.countNotification(failure: .refused, reason: error.reason)
-            logger.warning("notification refused", ["request.id": requestID ?? "reconcile", "appstore.reason": error.reason.rawValue])
-            recordRefusal(reason: error.reason.rawValue, requestID: requestID, deadline: min(deadline, .now + .seconds(1)))
+            let kind = NotificationRefusals.Kind(reason: error.reason, appleSigned: error.isAppleSigned)
+            if let refusals = refusals.refused(kind, requestID: requestID) {
+                recordRefusal(kind, refusals: refusals, deadline: min(deadline, .now + .seconds(1)))
+            }
             throw WalletError.verificationFailed(reason: error.reason.rawValue, detail: error.detail)
         }
         if let readiness, !readiness.isSchemaReady {
@@ -144,15 +149,17 @@ struct NotificationProcessor: Sendable {
                          outcome: outcome)
     }
 
-    /// Keeps a refusal's reason for the console (the newest 10,000 are
-    /// kept). Best effort and bounded: the refusal's answer does not wait
-    /// on more than `deadline`, and a database that cannot take it is logged.
-    func recordRefusal(reason: String, requestID: String?, deadline: ContinuousClock.Instant) {
+    /// Keeps a row for the console that stands for `refusals` refusals of
+    /// `kind` (the newest 10,000 of each kind, Apple-signed or not, are
+    /// kept). Best effort and bounded: the refusal's answer does not wait on
+    /// more than `deadline`, and a database that cannot take it is logged.
+    func recordRefusal(_ kind: NotificationRefusals.Kind, refusals: Int, deadline: ContinuousClock.Instant) {
         guard readiness?.isSchemaReady ?? true else { return }
         do {
-            try ledger.recordRefusedNotification(reason: reason, requestID: requestID, deadline: deadline)
+            try ledger.recordRefusedNotification(reason: kind.reason.rawValue, appleSigned: kind.appleSigned,
+                                                 refusals: refusals, deadline: deadline)
         } catch {
-            logger.warning("refused notification not recorded", ["request.id": requestID ?? "reconcile",
+            logger.warning("refused notification not recorded", ["appstore.reason": kind.reason.rawValue,
                                                                  "error": String(reflecting: error)])
         }
     }

@@ -94,7 +94,8 @@ public final class Application: Sendable {
         OperationsAPI(ledger: ledger, readiness: readiness, metrics: metrics).register(on: router)
         let notifications = NotificationProcessor(
             ledger: ledger, verifier: transactions, metrics: metrics, readiness: readiness,
-            queueConsumption: serverAPI != nil && configuration.apple.api.consumptionConsent, logger: logger)
+            queueConsumption: serverAPI != nil && configuration.apple.api.consumptionConsent,
+            refusals: NotificationRefusals(logger: logger), logger: logger)
         AppStoreAPI(notifications: notifications, work: notificationWork, metrics: metrics,
                     requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger)
             .register(on: router)

@@ -213,7 +213,8 @@ public enum ReconcileCommand {
         return try withLedger(configuration, metrics: metrics, logger: logger) { ledger in
             let notifications = NotificationProcessor(
                 ledger: ledger, verifier: try AppStoreSetup.verifier(configuration.apple), metrics: metrics, readiness: nil,
-                queueConsumption: configuration.apple.api.consumptionConsent, logger: logger)
+                queueConsumption: configuration.apple.api.consumptionConsent,
+                refusals: NotificationRefusals(logger: logger), logger: logger)
             let reconciler = Reconciler(client: client, notifications: notifications, logger: logger)
             let chosen = (environments ?? configuration.apple.environments).map { Environment(rawValue: $0) }
             return try sweep(reconciler.sweeps(chosen), lockKey: Ledger.reconcileLockKey, since: since, until: until,

@@ -231,6 +231,8 @@ struct FieldValidator {
 
     /// `metadata`, in canonical form and as the text that is stored, so the
     /// size check, the stored copy and the idempotency hash share one pass.
+    /// A number PostgreSQL cannot store is named by its path
+    /// (`metadata.a[0]`): it would fail the whole batch it joined.
     mutating func metadata() -> (JSONValue?, String?) {
         let canonical = optional("metadata", { (value: JSONValue) -> (JSONValue, [UInt8])? in
             guard case .object = value, !value.containsNUL else { return nil }
@@ -238,7 +240,13 @@ struct FieldValidator {
             let bytes = canonical.serialized()
             return bytes.count <= DebitBody.metadataBytesMax ? (canonical, bytes) : nil
         }, "must be a JSON object of at most 4 KiB, without NUL characters")
-        return (canonical?.0, canonical.map { String(decoding: $0.1, as: UTF8.self) })
+        guard let (value, bytes) = canonical else { return (nil, nil) }
+        let unstorable = StorableNumber.unstorable(in: value, at: "metadata")
+        guard unstorable.isEmpty else {
+            for path in unstorable { fail(path, StorableNumber.message) }
+            return (nil, nil)
+        }
+        return (value, String(decoding: bytes, as: UTF8.self))
     }
 }
 

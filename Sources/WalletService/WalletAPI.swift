@@ -134,6 +134,10 @@ struct WalletAPI: Sendable {
             let client = client(of: request)
             let json = try JSONBody.parse(request)
             let key = try idempotencyKey(request)
+            guard key.isDebitKey else {
+                throw WalletError.idempotencyKeyRequired(
+                    detail: "a debit's Idempotency-Key may not begin with hold:, which names the ledger entries of captured holds")
+            }
             let body = try DebitBody(json: json)
             let operation = LedgerStore.DebitOperation(
                 client: client.name, key: key, requestHash: SHA256.hash(body.canonicalText), userID: body.userID,

@@ -32,12 +32,14 @@ public struct APIKeys: Sendable {
         public var description: String {
             switch self {
             case .badName(let name): "key name \(name) must be 1-64 characters of [A-Za-z0-9._-]"
-            case .noScopes: "give at least one scope: credit, debit, read, admin"
-            case .unknownScope(let scope): "unknown scope \(scope); scopes are credit, debit, read, admin"
+            case .noScopes: "give at least one scope: \(Self.scopeNames)"
+            case .unknownScope(let scope): "unknown scope \(scope); scopes are \(Self.scopeNames)"
             case .nameTaken(let name): "a live key named \(name) exists; revoke it first"
             case .noSuchKey(let name): "no live key named \(name)"
             }
         }
+
+        private static var scopeNames: String { Scope.allCases.map(\.rawValue).joined(separator: ", ") }
     }
 
     static func parseScopes(_ text: String) throws(KeyError) -> [Scope] {
@@ -115,13 +117,15 @@ public struct APIKeys: Sendable {
     }
 
     /// On a database with no key at all, makes the two keys a developer
-    /// tries the API with and returns them; otherwise nil. Call it inside a
-    /// transaction: the table lock keeps two first starts from both making them.
+    /// tries the API with, and a key for the support console, and returns
+    /// them; otherwise nil. Call it inside a transaction: the table lock
+    /// keeps two first starts from both making them.
     static func createDevelopmentKeysIfNone(on connection: Connection) throws -> DevelopmentKeys? {
         try connection.execute("LOCK TABLE wallet.api_keys IN EXCLUSIVE MODE")
         guard try count(on: connection) == 0 else { return nil }
         return DevelopmentKeys(appBackend: try create(name: "app-backend", scopes: [.credit, .read], on: connection),
-                               gameServer: try create(name: "game-server", scopes: [.debit, .read], on: connection))
+                               gameServer: try create(name: "game-server", scopes: [.debit, .read], on: connection),
+                               console: try create(name: "support-console", scopes: [.console], on: connection))
     }
 
     /// The live client with this secret's hash, or nil.

@@ -85,8 +85,10 @@ public final class Administration {
     }
 }
 
-/// The two keys made on the first start of an empty development database.
+/// The keys made on the first start of an empty development database.
 public struct DevelopmentKeys: Sendable {
     public let appBackend: String
     public let gameServer: String
+    /// `support-console`, with the `console` scope only.
+    public let console: String
 }

@@ -28,9 +28,14 @@ public struct ConsoleStore: Sendable {
         /// The new session: the id for the cookie (shown once, stored as its hash).
         case signedIn(sessionID: String, Session)
         case unknownKey
-        /// A live key without the admin scope.
-        case notAdmin(keyName: String)
+        /// A live key with neither scope that signs in.
+        case notConsole(keyName: String)
     }
+
+    /// The scopes that sign in: `console` for support agents, `admin` for
+    /// operators.
+    public static let signInScopes: [Scope] = [.console, .admin]
+    private static var signInScopeNames: [String] { signInScopes.map(\.rawValue) }
 
     /// A session id or CSRF token: 32 CSPRNG bytes in base64url.
     static func makeToken() -> String { Base64URL.encode(SecureRandom.bytes(count: 32)) }
@@ -38,16 +43,16 @@ public struct ConsoleStore: Sendable {
     static func sessionHash(_ sessionID: String) -> ByteA { ByteA(SHA256.hash(Array(sessionID.utf8))) }
 
     /// Signs in with an API key's SHA-256: a session of `minutes` when the
-    /// key is live and has the admin scope. Sessions long over are removed
-    /// on the way (a few per sign-in, so the table stays small).
+    /// key is live and has one of `signInScopes`. Sessions long over are
+    /// removed on the way (a few per sign-in, so the table stays small).
     static func signIn(keyHash: [UInt8], minutes: Int, on connection: Connection) throws -> SignIn {
         guard let row = try connection.query("""
-            SELECT id, name, 'admin' = ANY(scopes), key_hash FROM wallet.api_keys
+            SELECT id, name, scopes && \(signInScopeNames)::text[], key_hash FROM wallet.api_keys
             WHERE key_hash = \(ByteA(keyHash)) AND revoked_at IS NULL
             """).single, constantTimeEquals(try row.decode(ByteA.self, at: 3).bytes, keyHash)
         else { return .unknownKey }
         let name = try row.decode(String.self, at: 1)
-        guard try row.decode(Bool.self, at: 2) else { return .notAdmin(keyName: name) }
+        guard try row.decode(Bool.self, at: 2) else { return .notConsole(keyName: name) }
         let sessionID = makeToken()
         let session = Session(keyName: name, csrfToken: makeToken())
         try connection.execute("""
@@ -65,13 +70,13 @@ public struct ConsoleStore: Sendable {
     }
 
     /// The live session with this id: not ended, not expired, and its key
-    /// still live with the admin scope.
+    /// still live with a scope that signs in.
     static func session(_ sessionID: String, on connection: Connection) throws -> Session? {
         try connection.prepared("""
             SELECT k.name, s.csrf_token
             FROM wallet.admin_sessions s JOIN wallet.api_keys k ON k.id = s.key_id
             WHERE s.id_hash = \(sessionHash(sessionID)) AND s.ended_at IS NULL AND s.expires_at > now()
-              AND k.revoked_at IS NULL AND 'admin' = ANY(k.scopes)
+              AND k.revoked_at IS NULL AND k.scopes && \(signInScopeNames)::text[]
             """).single.map { Session(keyName: try $0.decode(String.self, at: 0), csrfToken: try $0.decode(String.self, at: 1)) }
     }
 
@@ -105,8 +110,9 @@ public struct ConsoleStore: Sendable {
             """)[0].decode(Bool.self, at: 0)
     }
 
-    static func recordRefusedNotification(reason: String, requestID: String?, on connection: Connection) throws {
-        try connection.execute("SELECT wallet.record_refused_notification(\(reason), \(requestID))")
+    static func recordRefusedNotification(reason: String, appleSigned: Bool, refusals: Int,
+                                          on connection: Connection) throws {
+        try connection.execute("SELECT wallet.record_refused_notification(\(reason), \(appleSigned), \(refusals))")
     }
 
     // MARK: Overview
@@ -133,7 +139,11 @@ public struct ConsoleStore: Sendable {
     public struct Refused: Sendable, Equatable {
         public var receivedAt: String
         public var reason: String
-        public var requestID: String?
+        /// The token's signature and chain held: Apple signed what was refused.
+        public var appleSigned: Bool
+        /// The refusals the row stands for: itself, and of a kind not signed
+        /// by Apple the ones of its reason not kept since the previous row.
+        public var refusals: Int64
     }
 
     public struct Overview: Sendable {
@@ -144,8 +154,10 @@ public struct ConsoleStore: Sendable {
         public var largestBalances: [WalletRow]
         public var mostNegativeBalances: [WalletRow]
         public var notificationOutcomes: [Count]
+        /// Refusals by reason, counting what each row stands for.
         public var refusedReasons: [Count]
-        /// The newest refused notifications in the window, at most 10.
+        /// The newest refused notifications in the window, newest first: at
+        /// most 10 Apple signed and 10 not, so junk cannot hide the others.
         public var recentRefused: [Refused]
         public var googleNotificationOutcomes: [Count]
     }
@@ -189,7 +201,7 @@ public struct ConsoleStore: Sendable {
             WHERE received_at >= \(unsafeSQL: start) GROUP BY outcome ORDER BY outcome
             """, on: connection)
         let refused = try self.counts("""
-            SELECT reason, count(*) FROM wallet.appstore_refused_notifications
+            SELECT reason, sum(refusals)::bigint FROM wallet.appstore_refused_notifications
             WHERE received_at >= \(unsafeSQL: start) GROUP BY reason ORDER BY reason
             """, on: connection)
         let google = try self.counts("""
@@ -197,11 +209,16 @@ public struct ConsoleStore: Sendable {
             WHERE received_at >= \(unsafeSQL: start) GROUP BY outcome ORDER BY outcome
             """, on: connection)
         let recent = try connection.query("""
-            SELECT wallet.rfc3339(received_at), reason, request_id FROM wallet.appstore_refused_notifications
-            WHERE received_at >= \(unsafeSQL: start) ORDER BY id DESC LIMIT 10
+            SELECT wallet.rfc3339(received_at), reason, apple_signed, refusals::bigint FROM (
+                (SELECT * FROM wallet.appstore_refused_notifications
+                 WHERE apple_signed AND received_at >= \(unsafeSQL: start) ORDER BY id DESC LIMIT 10)
+                UNION ALL
+                (SELECT * FROM wallet.appstore_refused_notifications
+                 WHERE NOT apple_signed AND received_at >= \(unsafeSQL: start) ORDER BY id DESC LIMIT 10)
+            ) r ORDER BY id DESC
             """).map {
             Refused(receivedAt: try $0.decode(String.self, at: 0), reason: try $0.decode(String.self, at: 1),
-                    requestID: try $0.decodeIfPresent(String.self, at: 2))
+                    appleSigned: try $0.decode(Bool.self, at: 2), refusals: try $0.decode(Int64.self, at: 3))
         }
         return Overview(days: totals, purchases: try counts.decode(Int64.self, at: 0),
                         refunds: try counts.decode(Int64.self, at: 1),
@@ -585,11 +602,14 @@ extension Ledger {
         try readBounded(pool: pool, metrics: metrics, deadline: deadline) { try body(ConsoleQueries(connection: $0)) }
     }
 
-    /// Keeps a refused App Store notification's reason (the newest 10,000
-    /// are kept). Best effort: a failure is the caller's to log.
-    public func recordRefusedNotification(reason: String, requestID: String?, deadline: ContinuousClock.Instant) throws {
+    /// Keeps a row for refused App Store notifications: their reason,
+    /// whether Apple signed them, and how many refusals it stands for (the
+    /// newest 10,000 of each kind are kept). Best effort: a failure is the
+    /// caller's to log.
+    public func recordRefusedNotification(reason: String, appleSigned: Bool, refusals: Int,
+                                          deadline: ContinuousClock.Instant) throws {
         try writeBounded(.statement, pool: pool, metrics: metrics, deadline: deadline) {
-            try ConsoleStore.recordRefusedNotification(reason: reason, requestID: requestID, on: $0)
+            try ConsoleStore.recordRefusedNotification(reason: reason, appleSigned: appleSigned, refusals: refusals, on: $0)
         }
     }
 }

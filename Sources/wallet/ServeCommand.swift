@@ -85,7 +85,7 @@ enum ServeCommand {
             + (configuration.creditVerification.contains(.caller) ? " (the app backend vouches for purchases)" : ""))
         if configuration.adminConsole {
             lines.append("support console: http://\(configuration.listen.host):\(application.port)/admin"
-                + " (sign in with an admin key: wallet keys create --name NAME --scopes admin)")
+                + " (sign in with a console key: wallet keys create --name NAME --scopes console)")
         }
         WalletCommand.printNow(lines.joined(separator: "\n"))
     }
@@ -98,6 +98,7 @@ enum ServeCommand {
             Development API keys (shown once; create more with `wallet keys create`):
               app-backend (credit, read): \(keys.appBackend)
               game-server (debit, read):  \(keys.gameServer)
+              support-console (console):  \(keys.console)
 
             Try them:
               curl -s -X POST \(base)/v1/credits -H 'Authorization: Bearer \(keys.appBackend)' \\
@@ -107,6 +108,8 @@ enum ServeCommand {
                 -H 'Content-Type: application/json' -H 'Idempotency-Key: order-1' \\
                 -d '{"user_id":"player-1","amount":100,"reason":"sword"}'
               curl -s \(base)/v1/wallets/player-1 -H 'Authorization: Bearer \(keys.gameServer)'
+
+            Sign in to the support console at \(base)/admin with the support-console key.
 
             """)
     }

@@ -395,6 +395,37 @@ import Testing
         #expect(reason(store, notification) == .bundle_mismatch)
     }
 
+    /// A refusal says whether Apple signed what it refused: only a token
+    /// whose signature and chain held can have its claims refused.
+    @Test(.timeLimit(.minutes(1)))
+    func aRefusalSaysWhetherAppleSignedIt() throws {
+        let store = try FakeAppStore()
+        let verifier = store.verifier(environments: [.sandbox])
+        let forgedSignature = store.sign(FakeAppStore.notification(), signer: { _ in [UInt8](repeating: 1, count: 64) })
+        let otherRoot = try FakeAppStore().sign(FakeAppStore.notification())
+        for (name, jws, reason) in [("not a token", "a.b.c", VerificationFailure.malformed),
+                                    ("forged signature", forgedSignature, .bad_signature),
+                                    ("another root", otherRoot, .untrusted_root)] {
+            let error = verificationError { try verifier.verifyNotification(jws) }
+            #expect(error?.reason == reason, "\(name)")
+            #expect(error?.isAppleSigned == false, "\(name)")
+        }
+        let nestedForgery = store.sign(FakeAppStore.notification(
+            signedTransactionInfo: store.sign(FakeAppStore.transaction(), signer: { _ in [UInt8](repeating: 1, count: 64) })))
+        for (name, jws, reason) in [
+            ("another bundle", store.sign(FakeAppStore.notification(bundleID: "com.example.other")), VerificationFailure.bundle_mismatch),
+            ("Production", store.sign(FakeAppStore.notification(environment: "Production")), .environment_not_allowed),
+            ("a payload without data", store.sign(["notificationType": "TEST", "signedDate": FakeAppStore.signedDateMilliseconds]),
+             .malformed),
+            // Whatever is nested, the notification that carries it is Apple's.
+            ("a bad nested transaction", nestedForgery, .bad_signature),
+        ] {
+            let error = verificationError { try verifier.verifyNotification(jws) }
+            #expect(error?.reason == reason, "\(name)")
+            #expect(error?.isAppleSigned == true, "\(name)")
+        }
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func environmentMustBeAllowed() throws {
         let store = try FakeAppStore()

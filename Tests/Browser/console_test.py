@@ -5,7 +5,8 @@ Run: python3 Tests/Browser/console_test.py --wallet .build/debug/wallet [--scree
 
 It makes a temp dir, starts `wallet serve` there on its embedded development
 database and a free loopback port, makes API keys with `wallet keys create`
-(an admin key, a credit-only key and a spare admin key that a test revokes),
+(an admin key, a credit-only key and a spare admin key that a test revokes;
+the development console key it prints on the first start signs in too),
 writes real data through the HTTP API (credits and debits, a ledger longer
 than one page, a debit whose reason and metadata are HTML), signs in with
 headless Chromium through Selenium and checks the pages against the ledger
@@ -277,6 +278,7 @@ class WalletServer:
         self.err_path = os.path.join(work, "serve.err")
         self.app_key = None
         self.game_key = None
+        self.console_key = None
         self.env = {k: v for k, v in os.environ.items() if k != "WALLET_DATABASE_URL"}
         self.env.update(WALLET_DATA_DIR=self.data, WALLET_LISTEN=f"127.0.0.1:{self.port}", WALLET_LOG_LEVEL="error")
 
@@ -289,10 +291,11 @@ class WalletServer:
             if self.process.poll() is not None:
                 raise Failure(f"wallet serve exited with {self.process.returncode}: {self.read(self.err_path)[-2000:]}")
             text = self.read(self.out_path)
-            return "game-server (debit, read):" in text and text
+            return "support-console (console):" in text and text
         text = wait_until("wallet serve to print its development keys", keys_printed, SERVER_START_SECONDS)
         self.app_key = re.search(r"app-backend \(credit, read\):\s*(\S+)", text).group(1)
         self.game_key = re.search(r"game-server \(debit, read\):\s*(\S+)", text).group(1)
+        self.console_key = re.search(r"support-console \(console\):\s*(\S+)", text).group(1)
         wait_until("/healthz to answer", self.healthy, 30)
 
     def healthy(self):
@@ -680,6 +683,29 @@ class Suite:
         check(sign_out is not None and sign_out.text.strip() == "Sign out",
               f"GET /admin: the logout button reads {sign_out.text if sign_out else None!r}, expected 'Sign out'")
         check(element(driver, "form[role=search]") is not None, "GET /admin: no <form role=search>")
+
+    def test_console_key(self):
+        """The development console key, as a support agent's: the console, and no /v1 route."""
+        driver = self.browser()
+        driver.delete_all_cookies()
+        landed = browser_sign_in(driver, self.base, self.service.console_key)
+        check(landed == "/admin", f"signing in with the console key landed on {landed}, expected /admin")
+        signed_in_as = text_of(driver, "form.signout span")
+        check(signed_in_as == "Signed in as support-console",
+              f"GET /admin: the header reads {signed_in_as!r}, expected 'Signed in as support-console'")
+        driver.get(self.base + f"/admin/users/{PLAYER}")
+        check(element(driver, "table#ledger") is not None, f"/admin/users/{PLAYER} with the console key: no table#ledger")
+        driver.get(self.base + "/admin/keys")
+        check(element(driver, "table#keys tr[data-key='support-console']") is not None,
+              "GET /admin/keys: no <tr data-key='support-console'>")
+        headers = {"Authorization": f"Bearer {self.service.console_key}", "Idempotency-Key": str(uuid.uuid4())}
+        for method, path, body in (("GET", f"/v1/wallets/{PLAYER}", None),
+                                   ("POST", "/v1/debits", {"user_id": PLAYER, "amount": 1}),
+                                   ("POST", "/v1/credits", {"user_id": PLAYER, "flow_no": "2000000900000001",
+                                                            "product_id": "guodong600"})):
+            answer = request(self.base, method, path, json_body=body, headers=headers)
+            check(answer.status == 403, f"{method} {path} with the console key: expected 403, got {answer.status}")
+        driver.delete_all_cookies()
 
     def test_search(self):
         driver = self.signed_in_browser()
@@ -1123,6 +1149,7 @@ def run(args):
         step("pages need a session", suite.test_pages_need_a_session)
         step("security headers and session cookie", suite.test_security_headers)
         step("sign in", suite.test_sign_in)
+        step("a console key signs in and opens no /v1 route", suite.test_console_key)
         step("search", suite.test_search)
         step("ledger paging", suite.test_ledger_paging)
         step("hostile text stays text", suite.test_hostile_text_stays_text)

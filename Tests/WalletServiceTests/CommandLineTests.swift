@@ -111,6 +111,22 @@ struct CommandLineTests {
         #expect(try wallet(["keys", "revoke", "shop"], ["WALLET_DATABASE_URL": url]).status == 1)
     }
 
+    /// A support agent's key: `--scopes console`, which the database's
+    /// check on scopes accepts.
+    @Test func keysCreateMakesAConsoleKey() throws {
+        let url = TestService.conninfo(try TestDatabase.make())
+        let created = try wallet(["keys", "create", "--name", "alice-support", "--scopes", "console"],
+                                 ["WALLET_DATABASE_URL": url])
+        #expect(created.status == 0, "\(created.error)")
+        #expect(created.output.split(separator: "\n").last?.hasPrefix("wk_") == true)
+        let listed = try wallet(["keys", "list"], ["WALLET_DATABASE_URL": url])
+        #expect(listed.output.split(separator: "\n").contains { $0.hasPrefix("alice-support") && $0.contains("console") },
+                "\(listed.output)")
+        let unknown = try wallet(["keys", "create", "--name", "x", "--scopes", "support"], ["WALLET_DATABASE_URL": url])
+        #expect(unknown.status != 0)
+        #expect(unknown.error.contains("scopes are credit, debit, read, console, admin"), "\(unknown.error)")
+    }
+
     @Test func checkAgreesWithTheAdminScript() throws {
         let options = try TestDatabase.make()
         let url = TestService.conninfo(options)
@@ -186,8 +202,10 @@ struct CommandLineTests {
         defer { server.kill() }
         let port = try server.waitForPort(seconds: 90)
         #expect(try waitForReady(port: port, seconds: 60))
-        // The first start of an empty database prints two development keys.
-        #expect(server.waitForOutput(containing: "game-server (debit, read):", seconds: 30))
+        // The first start of an empty database prints two development keys
+        // and a key for the support console.
+        #expect(server.waitForOutput(containing: "support-console (console):", seconds: 30))
+        #expect(server.output.contains("game-server (debit, read):"))
         #expect(server.output.contains("development database"))
         #expect(postgresProcesses(for: dataDirectory) > 0)
         server.signal(SIGINT)

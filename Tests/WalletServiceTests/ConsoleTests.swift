@@ -96,7 +96,8 @@ struct ConsoleTests {
         let service = try TestService()
         defer { service.stop() }
         for (key, status, message) in [("wk_not-a-key", 401, "That API key is not valid."),
-                                       (service.appBackendKey, 403, "does not have the admin scope"), ("", 401, "Enter an API key.")] {
+                                       (service.appBackendKey, 403, "has neither the console nor the admin scope"),
+                                       ("", 401, "Enter an API key.")] {
             let response = try Self.signIn(service, key: key)
             #expect(response.status == status)
             #expect(response.header("Set-Cookie") == nil)
@@ -106,6 +107,100 @@ struct ConsoleTests {
             #expect(response.header("Content-Security-Policy") == "default-src 'self'; frame-ancestors 'none'")
         }
         #expect(try service.count("SELECT count(*) FROM wallet.admin_sessions") == 0)
+    }
+
+    /// Support agents get `console` keys: the console's pages and key
+    /// revocation, and nothing that moves coins.
+    @Test func aConsoleKeySignsInReadsEveryPageAndRevokesAKey() throws {
+        let service = try TestService()
+        defer { service.stop() }
+        #expect(try service.credit(userID: "alice", flowNo: "flow-1").status == 201)
+        let setup = try Connection(options: service.database)
+        let support = try APIKeys.create(name: "support-agent", scopes: try APIKeys.parseScopes("console"), on: setup)
+        _ = try APIKeys.create(name: "spare", scopes: [.read], on: setup)
+        setup.close()
+        let browser = try Self.browser(service, key: support)
+        for path in Self.pages {
+            let page = try Self.get(service, path, browser)
+            #expect(page.status == 200, "\(path)")
+            #expect(page.text.contains("<span>Signed in as support-agent</span>"), "\(path)")
+        }
+        #expect(try Self.get(service, "/admin/users/alice", browser).text.contains("flow-1"))
+        let revoked = try Self.post(service, "/admin/keys/spare/revoke", browser, form: "csrf=\(browser.csrf)")
+        #expect(revoked.status == 303)
+        #expect(revoked.header("Location") == "/admin/keys?revoked=spare")
+        #expect(try service.count("SELECT count(*) FROM wallet.api_keys WHERE name = 'spare' AND revoked_at IS NOT NULL") == 1)
+        #expect(try service.count("""
+            SELECT count(*) FROM wallet.admin_audit
+            WHERE action = 'revoke_key' AND operator = 'support-agent' AND arguments ->> 'key' = 'spare'
+            """) == 1)
+        // Admin keys still sign in, for operators.
+        #expect(try Self.signIn(service, key: service.adminKey).status == 303)
+    }
+
+    /// Every `/v1` route that takes a key refuses one that has only the
+    /// console scope, whatever it asks.
+    @Test func aConsoleOnlyKeyIsForbiddenOnEveryV1Route() throws {
+        let service = try TestService()
+        defer { service.stop() }
+        #expect(try service.credit(userID: "alice", flowNo: "flow-1").status == 201)
+        let setup = try Connection(options: service.database)
+        let support = try APIKeys.create(name: "support-agent", scopes: try APIKeys.parseScopes("console"), on: setup)
+        let supportReader = try APIKeys.create(name: "support-reader", scopes: try APIKeys.parseScopes("console,read"),
+                                               on: setup)
+        setup.close()
+        let hold = try service.request("POST", "/v1/holds", key: service.adminKey,
+                                       json: #"{"user_id":"alice","amount":10}"#, headers: [("Idempotency-Key", "h-1")])
+        #expect(hold.status == 201)
+        let bodies = ["/v1/credits": #"{"user_id":"alice","flow_no":"flow-2","product_id":"guodong600"}"#,
+                      "/v1/debits": #"{"user_id":"alice","amount":1}"#, "/v1/holds": #"{"user_id":"alice","amount":1}"#]
+        var gated: Set<String> = []
+        for route in service.application.router.routes where route.pattern.hasPrefix("/v1/") {
+            let path = route.pattern.replacingOccurrences(of: "{user_id}", with: "alice")
+                .replacingOccurrences(of: "{flow_no}", with: "flow-1").replacingOccurrences(of: "{id}", with: "1")
+            // The routes that take a key ask for one; the stores' pushes carry their own credentials.
+            guard try service.request(route.method, path).status == 401 else { continue }
+            gated.insert("\(route.method) \(route.pattern)")
+            let json = route.method == "POST" ? bodies[route.pattern] ?? "{}" : nil
+            let refused = try service.request(route.method, path, key: support, json: json,
+                                              headers: [("Idempotency-Key", "console-\(gated.count)")])
+            #expect(refused.status == 403, "\(route.method) \(path): \(refused.text)")
+            #expect(try refused.json()["code"] == "forbidden", "\(route.method) \(path)")
+        }
+        #expect(gated == ["POST /v1/credits", "POST /v1/debits", "GET /v1/wallets/{user_id}",
+                          "GET /v1/wallets/{user_id}/entries", "GET /v1/credits/{flow_no}", "POST /v1/holds",
+                          "POST /v1/holds/{id}/capture", "POST /v1/holds/{id}/release", "GET /v1/holds/{id}"])
+        // Nothing moved: one credit, one hold, still held.
+        #expect(try service.count("SELECT count(*) FROM wallet.entries") == 1)
+        #expect(try service.count("SELECT count(*) FROM wallet.holds WHERE status = 'held'") == 1)
+        // Scopes add up: with read as well, the reads answer.
+        #expect(try service.request("GET", "/v1/wallets/alice", key: supportReader).status == 200)
+        #expect(try service.debit(userID: "alice", amount: 1, idempotencyKey: "r-1", key: supportReader).status == 403)
+    }
+
+    /// The first start of a development database prints a console key
+    /// beside the two API keys, and it signs in.
+    @Test func theDevelopmentKeysIncludeAConsoleKey() throws {
+        let database = try TestDatabase.make()
+        let connection = try Connection(options: database)
+        defer { connection.close() }
+        try connection.execute("BEGIN")
+        let keys = try #require(try APIKeys.createDevelopmentKeysIfNone(on: connection))
+        try connection.execute("COMMIT")
+        #expect(try APIKeys.list(on: connection).map { "\($0.name) \($0.scopes.map(\.rawValue))" }
+                == ["app-backend [\"credit\", \"read\"]", "game-server [\"debit\", \"read\"]",
+                    "support-console [\"console\"]"])
+        func signsIn(_ secret: String) throws -> Bool {
+            if case .signedIn = try ConsoleStore.signIn(keyHash: APIKeys.hash(secret), minutes: 5, on: connection) {
+                return true
+            }
+            return false
+        }
+        // Read by its label, so that this test also builds, and fails, where the key is missing.
+        let console = Mirror(reflecting: keys).children.first { $0.label == "console" }?.value as? String
+        #expect(try console.map(signsIn) == true, "the development console key signs in")
+        #expect(try !signsIn(keys.appBackend))
+        #expect(try !signsIn(keys.gameServer))
     }
 
     @Test func aSessionEndsWhenItExpires() throws {
@@ -359,30 +454,55 @@ struct ConsoleTests {
         #expect(page.contains("<dt>Purchases</dt><dd>2</dd>"))
     }
 
-    @Test func refusedNotificationsAreKeptNewestTenThousand() throws {
+    @Test func refusedNotificationsAreKeptNewestTenThousandOfEachKind() throws {
         let service = try TestService()
         defer { service.stop() }
-        let response = try service.request("POST", "/v1/appstore/notifications", json: #"{"signedPayload":"not.a.jws"}"#)
+        // The first refusal of a reason is kept, without the client's request id.
+        let response = try service.request("POST", "/v1/appstore/notifications", json: #"{"signedPayload":"not.a.jws"}"#,
+                                           headers: [("X-Request-Id", "client-chosen-1")])
         #expect(response.status == 422)
-        let malformed = try service.request("POST", "/v1/appstore/notifications", json: #"{}"#)
-        #expect(malformed.status == 422)
-        // The malformed one is recorded off the server thread.
-        let deadline = Date().addingTimeInterval(10)
-        while try service.count("SELECT count(*) FROM wallet.appstore_refused_notifications") < 2, Date() < deadline {
-            Thread.sleep(forTimeInterval: 0.05)
-        }
-        #expect(try service.count("SELECT count(*) FROM wallet.appstore_refused_notifications WHERE reason = 'malformed'") == 2)
+        #expect(try service.count("""
+            SELECT count(*) FROM wallet.appstore_refused_notifications
+            WHERE reason = 'malformed' AND NOT apple_signed AND refusals = 1 AND request_id IS NULL
+            """) == 1)
+        // Rows as the service keeps them: one standing for 40 junk refusals,
+        // and two refusals of tokens Apple signed.
+        #expect(try service.count("""
+            SELECT count(*) FROM (SELECT wallet.record_refused_notification('bad_signature', false, 40)
+                                  UNION ALL SELECT wallet.record_refused_notification('bundle_mismatch', true, 1)
+                                  UNION ALL SELECT wallet.record_refused_notification('bundle_mismatch', true, 1)) s
+            """) == 3)
         let browser = try Self.browser(service, key: service.adminKey)
         let overview = try Self.get(service, "/admin", browser).text
-        #expect(overview.contains(#"<tr class="refused"><th scope="row">refused: malformed</th><td>2</td></tr>"#))
+        for (reason, count) in [("bad_signature", 40), ("bundle_mismatch", 2), ("malformed", 1)] {
+            #expect(overview.contains(#"<tr class="refused"><th scope="row">refused: \#(reason)</th><td>\#(count)</td></tr>"#),
+                    "\(reason)")
+        }
+        #expect(overview.contains("43 notifications were refused in this window."))
+        #expect(overview.contains(#"<th scope="col">Signed by Apple</th><th scope="col">Refusals</th>"#))
+        #expect(overview.contains(#"<td>bad_signature</td><td>no</td><td class="number">40</td>"#))
+        #expect(overview.components(separatedBy: #"<td>bundle_mismatch</td><td>yes</td><td class="number">1</td>"#).count - 1 == 2)
+        #expect(!overview.contains("client-chosen-1"))
 
+        // Junk fills its own 10,000 rows and pushes out no Apple-signed refusal.
         #expect(try service.count("""
-            SELECT count(*) FROM (SELECT wallet.record_refused_notification('bad_signature', 'r' || n)
+            SELECT count(*) FROM (SELECT wallet.record_refused_notification('bad_signature', false, 1)
                                   FROM generate_series(1, 10005) n) s
             """) == 10_005)
-        #expect(try service.count("SELECT count(*) FROM wallet.appstore_refused_notifications") == 10_000)
-        #expect(try service.count("SELECT count(*) FROM wallet.appstore_refused_notifications WHERE request_id = 'r10005'") == 1)
-        #expect(try service.count("SELECT count(*) FROM wallet.appstore_refused_notifications WHERE reason = 'malformed'") == 0)
+        #expect(try service.count("SELECT count(*) FROM wallet.appstore_refused_notifications WHERE NOT apple_signed") == 10_000)
+        #expect(try service.count("SELECT count(*) FROM wallet.appstore_refused_notifications WHERE apple_signed") == 2)
+        #expect(try service.count("SELECT count(*) FROM wallet.appstore_refused_notifications WHERE reason = 'malformed'") == 0,
+                "the oldest junk went first")
+        let flooded = try Self.get(service, "/admin", browser).text
+        #expect(flooded.components(separatedBy: #"<td>bundle_mismatch</td><td>yes</td><td class="number">1</td>"#).count - 1 == 2,
+                "the newest list keeps room for refusals Apple signed")
+        // And the other way round.
+        #expect(try service.count("""
+            SELECT count(*) FROM (SELECT wallet.record_refused_notification('environment_not_allowed', true, 1)
+                                  FROM generate_series(1, 10001) n) s
+            """) == 10_001)
+        #expect(try service.count("SELECT count(*) FROM wallet.appstore_refused_notifications WHERE apple_signed") == 10_000)
+        #expect(try service.count("SELECT count(*) FROM wallet.appstore_refused_notifications WHERE NOT apple_signed") == 10_000)
     }
 
     @Test func turnedOffTheConsoleIsNotThere() throws {

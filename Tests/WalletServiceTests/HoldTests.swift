@@ -53,6 +53,33 @@ struct HoldTests {
         return elements.first
     }
 
+    /// A debit's ledger reference is its idempotency key, and a capture's is
+    /// `hold:<id>`: a debit key in that space would make a debit that reads
+    /// as a hold's capture.
+    @Test func aDebitKeyCannotTakeACapturesReference() throws {
+        let service = try Self.service(granting: 1_000, to: "p1")
+        defer { service.stop() }
+        let id = try Self.id(try Self.hold(service, user: "p1", amount: 100, key: "h-1"))
+        #expect(try Self.act(service, "capture", id: id, key: "c-1").status == 201)
+        for key in ["hold:\(id)", "hold:\(id + 1)", "hold:", "hold:anything"] {
+            let refused = try service.debit(userID: "p1", amount: 5, idempotencyKey: key)
+            #expect(refused.status == 400, "\(key): \(refused.text)")
+            #expect(try refused.json()["code"] == "idempotency_key_required")
+            #expect(try refused.json()["detail"]
+                    == "a debit's Idempotency-Key may not begin with hold:, which names the ledger entries of captured holds")
+        }
+        let sharing = try service.count("SELECT count(*) FROM wallet.entries WHERE reference = 'hold:\(id)'")
+        print("entries with reference hold:\(id): \(sharing)")
+        #expect(sharing == 1, "only the capture's")
+        // Keys that merely look alike are the caller's own, and so are hold keys.
+        for key in ["HOLD:\(id)", "hold-\(id)", "my-hold:\(id)"] {
+            #expect(try service.debit(userID: "p1", amount: 5, idempotencyKey: key).status == 201, "\(key)")
+        }
+        #expect(try Self.hold(service, user: "p1", amount: 5, key: "hold:\(id)").status == 201)
+        #expect(try service.balance(of: "p1") == 1_000 - 100 - 15)
+        #expect(try service.violations() == [])
+    }
+
     @Test func aHoldReservesCoinsThatACaptureDebitsAndTheRestIsReleased() throws {
         let service = try Self.service(granting: 1_000, to: "p1")
         defer { service.stop() }

@@ -128,6 +128,83 @@ struct HostileInputTests {
         #expect(try service.count("SELECT count(*) FROM wallet.entries WHERE kind = 'debit'") == 2)
     }
 
+    /// A JSONB number is PostgreSQL's `numeric`. One it cannot hold is the
+    /// client's mistake: 422 naming its path, refused before any writer sees
+    /// it, where it would fail its whole batch and have every operation of
+    /// that batch run again one at a time.
+    @Test func metadataNumbersPostgresCannotStoreAre422AndReachNoWriter() throws {
+        let service = try TestService()
+        defer { service.stop() }
+        let connection = try Connection(options: service.database)
+        try connection.query("SELECT * FROM wallet.grant_coins('alice', 1000000, 'coin', 'setup', 'tests')")
+        // Both sides of each limit: the leading digit's power of ten, the
+        // digits after the point as written (zero too), and the exponent.
+        let storable = ["9.999e131071", "-9e131071", "0.1e131072", "123456e131066", "1e-16383", "1.5e-16382",
+                        "0.00001e-16378", "0e-16383", "0e1073741822", "0.000e131072", "1e309"]
+        let unstorable = ["1e999999", "-1e999999", "1e131072", "10e131071", "123456e131067", "1e-16384", "1.50e-16382",
+                          "0.00001e-16379", "0e-16384", "0.0e-16383", "0e1073741823", "1e-999999",
+                          "1e99999999999999999999"]
+        // The limits are PostgreSQL's own: it agrees on every literal.
+        for literal in storable {
+            #expect(throws: Never.self, "\(literal)") {
+                try connection.query(PostgresQuery(unsafeSQL: #"SELECT '{"x":\#(literal)}'::jsonb"#))
+            }
+        }
+        for literal in unstorable {
+            let error = #expect(throws: PostgresError.self, "\(literal)") {
+                try connection.query(PostgresQuery(unsafeSQL: #"SELECT '{"x":\#(literal)}'::jsonb"#))
+            }
+            #expect(error?.sqlState == SQLState("22003"), "\(literal)")
+        }
+
+        func post(_ path: String, metadata: String, key: String) throws -> HTTPTestResponse {
+            try service.request("POST", path, key: service.gameServerKey,
+                                json: #"{"user_id":"alice","amount":1,"metadata":\#(metadata)}"#,
+                                headers: [("Idempotency-Key", key)])
+        }
+        func fields(_ response: HTTPTestResponse) throws -> [String] {
+            guard case .array(let errors)? = try response.json()["errors"] else { return [] }
+            return errors.compactMap { if case .string(let field)? = $0["field"] { field } else { nil } }
+        }
+        func series(_ prefix: String) throws -> [String] {
+            try service.request("GET", "/metrics").text.split(separator: "\n").map(String.init)
+                .filter { $0.hasPrefix(prefix) }
+        }
+        let batchesBefore = try series("wallet_batch_operations_count")
+        let errorsBefore = try series("wallet_db_errors_total")
+        var statuses: [Int: Int] = [:]
+        for (index, literal) in unstorable.enumerated() {
+            for path in ["/v1/debits", "/v1/holds"] {
+                let response = try post(path, metadata: #"{"note":"fine","x":\#(literal)}"#, key: "big-\(index)")
+                statuses[response.status, default: 0] += 1
+                #expect(response.status == 422, "\(path) \(literal): \(response.text)")
+                #expect(try response.json()["code"] == "validation_failed")
+                #expect(try fields(response) == ["metadata.x"], "\(path) \(literal)")
+            }
+        }
+        let nested = try post("/v1/debits", metadata: #"{"a":{"b":[1,1e999999]},"c":1e-99999,"d":2}"#, key: "nested")
+        #expect(nested.status == 422)
+        #expect(try fields(nested) == ["metadata.a.b[1]", "metadata.c"])
+        print("unstorable metadata numbers: statuses \(statuses.sorted { $0.key < $1.key }); "
+              + "database errors \(try series("wallet_db_errors_total{kind=\"sqlstate"))")
+        // Nothing reached a writer: no batch ran, none failed.
+        #expect(try series("wallet_batch_operations_count") == batchesBefore)
+        #expect(try series("wallet_db_errors_total") == errorsBefore)
+        #expect(try service.count("SELECT count(*) FROM wallet.entries") == 1)
+
+        // What PostgreSQL can store is stored, through debits and holds alike.
+        for (index, literal) in storable.enumerated() {
+            #expect(try post("/v1/debits", metadata: #"{"x":\#(literal)}"#, key: "ok-\(index)").status == 201, "\(literal)")
+            #expect(try post("/v1/holds", metadata: #"{"x":\#(literal)}"#, key: "ok-hold-\(index)").status == 201,
+                    "\(literal)")
+        }
+        #expect(try service.count("""
+            SELECT count(*) FROM wallet.entries WHERE kind = 'debit' AND metadata -> 'metadata' ? 'x'
+            """) == storable.count)
+        #expect(try service.count("SELECT count(*) FROM wallet.holds WHERE metadata ? 'x'") == storable.count)
+        #expect(try service.violations() == [])
+    }
+
     @Test func malformedJSONIs400() throws {
         let service = try TestService()
         defer { service.stop() }

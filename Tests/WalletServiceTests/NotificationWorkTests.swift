@@ -4,6 +4,7 @@ import CryptoTestSupport
 import Foundation
 import HTTPServer
 import Locking
+import Logging
 import Postgres
 import Synchronization
 import Testing
@@ -153,6 +154,130 @@ struct NotificationWorkTests {
             #expect(response.status == 401)
         }
         #expect(certs.fetchCount == 1, "Google's keys fetched \(certs.fetchCount) times within a minute")
+    }
+
+    /// The endpoint takes no key: 2,000 junk notifications (bodies that are
+    /// not notifications, tokens whose signature or chain fails) are all
+    /// counted and answered, but keep at most one row per reason a second,
+    /// and no row keeps what the client chose. Refusals of tokens Apple
+    /// signed are all kept.
+    @Test func junkNotificationsCostMemoryNotTheDisk() throws {
+        let apple = try FakeAppStore()
+        let (service, rootFile) = try notificationService(apple)
+        defer { service.stop(); try? FileManager.default.removeItem(atPath: rootFile) }
+        // Apple's chain, with a signature that is not the leaf's.
+        let forged = apple.sign(FakeAppStore.notification(type: "REFUND"), signer: { _ in [UInt8](repeating: 1, count: 64) })
+        let forgedSignature = #"{"signedPayload":"\#(forged)"}"#
+        let otherRoot = try FakeAppStore().sign(FakeAppStore.notification(type: "REFUND"))
+        let junk: [(body: String, reason: String)] = [
+            ("{}", "malformed"),                                        // refused by the route
+            (#"{"signedPayload":"a.b.c"}"#, "malformed"),                // by the verifier
+            (forgedSignature, "bad_signature"),
+            (#"{"signedPayload":"\#(otherRoot)"}"#, "untrusted_root"),
+        ]
+        let port = service.port
+        let sent = 2_000
+        let statuses = Locked<[Int: Int]>([:])
+        let started = ContinuousClock.now
+        // One thread per kind of junk, each on a kept-alive connection.
+        let finished = runOnThreads(junk.count, timeoutSeconds: 100) { kind in
+            guard let client = try? HTTPTestClient(port: port, timeoutSeconds: 20) else { return }
+            defer { client.close() }
+            for number in 0..<(sent / junk.count) {
+                let headers = TestService.headers(key: nil, json: junk[kind].body) + [("X-Request-Id", "client-\(kind)-\(number)")]
+                let status = (try? client.request(method: "POST", path: "/v1/appstore/notifications", headers: headers,
+                                                  body: Array(junk[kind].body.utf8)))?.status ?? 0
+                statuses.withLock { $0[status, default: 0] += 1 }
+            }
+        }
+        let seconds = Double((ContinuousClock.now - started).components.seconds)
+            + Double((ContinuousClock.now - started).components.attoseconds) / 1e18
+        #expect(finished)
+        #expect(statuses.withLock { $0 } == [422: sent], "every one answered as refused")
+
+        let rows = try service.count("SELECT count(*) FROM wallet.appstore_refused_notifications")
+        let reasons = Set(junk.map(\.reason)).count
+        let bound = reasons * (Int(seconds) + 1)
+        let clientIDs = try service.count("""
+            SELECT count(*) FROM wallet.appstore_refused_notifications WHERE request_id LIKE 'client-%'
+            """)
+        print("\(sent) junk notifications in \(String(format: "%.1f", seconds)) s: \(rows) rows (at most \(bound)), "
+              + "\(clientIDs) with the client's request id")
+        #expect(rows <= bound)
+        #expect(clientIDs == 0, "no row keeps the client's request id")
+        #expect(try service.count("""
+            SELECT count(*) FROM wallet.appstore_refused_notifications WHERE request_id IS NOT NULL
+            """) == 0)
+        // Each row stands for the refusals of its reason since the previous one.
+        #expect(try service.count("""
+            SELECT coalesce(sum(refusals), 0) FROM wallet.appstore_refused_notifications WHERE NOT apple_signed
+            """) <= sent)
+
+        // Tokens Apple signed, for another bundle or environment: every one is kept.
+        for number in 0..<5 {
+            var notification = FakeAppStore.notification(type: "REFUND", bundleID: "com.example.other")
+            notification["notificationUUID"] = "00000000-0000-4000-8000-\(String(format: "%012d", 500 + number))"
+            let body = #"{"signedPayload":"\#(apple.sign(notification))"}"#
+            #expect(try service.request("POST", "/v1/appstore/notifications", json: body,
+                                        headers: [("X-Request-Id", "signed-\(number)")]).status == 422)
+        }
+        let production = #"{"signedPayload":"\#(apple.sign(FakeAppStore.notification(environment: "Production")))"}"#
+        #expect(try service.request("POST", "/v1/appstore/notifications", json: production).status == 422)
+        #expect(try service.count("""
+            SELECT count(*) FROM wallet.appstore_refused_notifications
+            WHERE apple_signed AND reason = 'bundle_mismatch' AND refusals = 1 AND request_id IS NULL
+            """) == 5)
+        #expect(try service.count("""
+            SELECT count(*) FROM wallet.appstore_refused_notifications WHERE apple_signed AND reason = 'environment_not_allowed'
+            """) == 1)
+
+        // The metrics count all 2,000.
+        let metrics = try service.request("GET", "/metrics").text
+        for (reason, count) in [("malformed", 1_000), ("bad_signature", 500), ("untrusted_root", 500), ("bundle_mismatch", 5)] {
+            #expect(metrics.contains(#"wallet_appstore_notifications_total{outcome="refused",reason="\#(reason)"} \#(count)"#),
+                    "\(reason)")
+        }
+    }
+
+    /// The rules themselves, on a clock the test moves: a row a second per
+    /// reason, standing for the refusals since the previous one; every
+    /// Apple-signed refusal; ten log lines per reason a minute, the next one
+    /// saying how many were left out.
+    @Test func refusalsAreKeptOnceASecondPerReasonAndLoggedWithinABound() {
+        let lines = Locked<[String]>([])
+        let logger = Logger(label: "wallet", level: .info, sink: Logger.Sink { line in lines.withLock { $0.append(line) } })
+        let start = ContinuousClock.now
+        let elapsed = Locked<Duration>(.zero)
+        let refusals = NotificationRefusals(logger: logger, clock: { start + elapsed.withLock { $0 } })
+        let junk = NotificationRefusals.Kind(reason: .bad_signature, appleSigned: false)
+        let malformed = NotificationRefusals.Kind(reason: .malformed, appleSigned: false)
+        let signed = NotificationRefusals.Kind(reason: .bundle_mismatch, appleSigned: true)
+
+        let first = (0..<100).map { _ in refusals.refused(junk, requestID: "client-chosen") }
+        #expect(first[0] == 1)
+        #expect(first.dropFirst().allSatisfy { $0 == nil })
+        #expect(refusals.refused(malformed, requestID: nil) == 1, "each reason has its own second")
+        #expect((0..<5).map { _ in refusals.refused(signed, requestID: nil) } == [1, 1, 1, 1, 1])
+        elapsed.withLock { $0 = .milliseconds(999) }
+        #expect(refusals.refused(junk, requestID: nil) == nil)
+        elapsed.withLock { $0 = .milliseconds(1_000) }
+        #expect(refusals.refused(junk, requestID: nil) == 101, "itself and the 100 not kept since the first")
+        #expect(refusals.refused(junk, requestID: nil) == nil)
+
+        func logged(_ reason: String) -> [String] {
+            lines.withLock { $0 }.filter { $0.contains(#""appstore.reason":"\#(reason)""#) }
+        }
+        #expect(logged("bad_signature").count == NotificationRefusals.logLinesMax)
+        #expect(logged("bundle_mismatch").count == 5)
+        #expect(logged("malformed").count == 1)
+        #expect(!lines.withLock { $0 }.contains { $0.contains("log.suppressed") })
+        // A minute on, the next line says how many were left out: 103 refusals, 10 of them logged.
+        elapsed.withLock { $0 = .seconds(61) }
+        #expect(refusals.refused(junk, requestID: nil) == 2)
+        let resumed = logged("bad_signature")
+        #expect(resumed.count == NotificationRefusals.logLinesMax + 1)
+        #expect(resumed.last?.contains(#""log.suppressed":"93""#) == true, "\(resumed.last ?? "")")
+        #expect(resumed.allSatisfy { $0.contains(#""msg":"notification refused""#) })
     }
 
     @Test func unknownNotificationOutcomesCountAsOther() {

@@ -10,10 +10,11 @@ import WalletStore
 /// player's coins, a credit's story and the economy at a glance. Read-only
 /// but for revoking an API key.
 ///
-/// - Sign-in takes an API key with the admin scope and makes a session in
-///   PostgreSQL; the cookie carries only the session's random id, signed
-///   (`SessionCookies`). A cookie whose signature fails is sent to the
-///   sign-in form on the server thread, with no database work; one that
+/// - Sign-in takes an API key with the `console` scope (support agents: it
+///   opens no `/v1` route) or the `admin` scope (operators) and makes a
+///   session in PostgreSQL; the cookie carries only the session's random id,
+///   signed (`SessionCookies`). A cookie whose signature fails is sent to
+///   the sign-in form on the server thread, with no database work; one that
 ///   passes has its session and key checked on the page's connection, so a
 ///   revoked key's sessions end at once.
 /// - Every page's database work runs on the console's own few threads,
@@ -100,10 +101,12 @@ struct AdminConsole: Sendable {
             case .unknownKey:
                 signIns.failed(address)
                 return page(ConsolePages.login(message: "That API key is not valid."), status: 401)
-            case .notAdmin(let name):
+            case .notConsole(let name):
                 signIns.failed(address)
-                logger.warning("console sign-in without the admin scope", ["key.name": name, "http.client": address])
-                return page(ConsolePages.login(message: "That API key does not have the admin scope."), status: 403)
+                logger.warning("console sign-in without the console or admin scope",
+                               ["key.name": name, "http.client": address])
+                return page(ConsolePages.login(message: "That API key has neither the console nor the admin scope."),
+                            status: 403)
             }
         }
     }

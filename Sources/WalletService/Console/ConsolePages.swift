@@ -53,7 +53,7 @@ enum ConsolePages {
         let error: HTML = message.map { "<p class=\"error\" role=\"alert\">\($0)</p>" } ?? ""
         return document(title: "Sign in", chrome: nil, main: """
             <h1>Sign in</h1>
-            <p>Sign in with an API key that has the <code>admin</code> scope.</p>
+            <p>Sign in with an API key that has the <code>console</code> scope, or the <code>admin</code> scope.</p>
             \(error)
             <form class="login" method="post" action="/admin/login">
             <label for="api-key">API key</label>
@@ -144,10 +144,14 @@ enum ConsolePages {
             \(refusedNote)
             \(table(id: "notification-outcomes", caption: "Notifications by outcome; refused ones were not applied",
                     columns: ["Outcome", "Count"], rows: outcomeRows))
-            \(table(id: "refused-notifications", caption: "The newest refused notifications",
-                    columns: ["Received", "Reason", "Request id"],
+            \(table(id: "refused-notifications",
+                    caption: "The newest refused notifications, ten signed by Apple and ten not at most. Of those Apple did "
+                        + "not sign, one row a second per reason is kept, standing for the refusals since the previous one; "
+                        + "the metrics count every refusal",
+                    columns: ["Received", "Reason", "Signed by Apple", "Refusals"],
                     rows: overview.recentRefused.map { refused in
-                        row([cell(refused.receivedAt), cell(refused.reason), cell(refused.requestID)],
+                        row([cell(refused.receivedAt), cell(refused.reason), cell(refused.appleSigned ? "yes" : "no"),
+                             cell(refused.refusals)],
                             attributes: " class=\"refused\"")
                     }))
             </section>
