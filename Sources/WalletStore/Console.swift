@@ -45,7 +45,8 @@ public struct ConsoleStore: Sendable {
     /// Signs in with an API key's SHA-256: a session of `minutes` when the
     /// key is live and has one of `signInScopes`. Sessions long over are
     /// removed on the way (a few per sign-in, so the table stays small).
-    static func signIn(keyHash: [UInt8], minutes: Int, on connection: Connection) throws -> SignIn {
+    static func signIn(keyHash: [UInt8], minutes: Int, on connection: Connection,
+                       writing write: ((Connection) throws -> Void) throws -> Void) throws -> SignIn {
         guard let row = try connection.query("""
             SELECT id, name, scopes && \(signInScopeNames)::text[], key_hash FROM wallet.api_keys
             WHERE key_hash = \(ByteA(keyHash)) AND revoked_at IS NULL
@@ -55,7 +56,7 @@ public struct ConsoleStore: Sendable {
         guard try row.decode(Bool.self, at: 2) else { return .notConsole(keyName: name) }
         let sessionID = makeToken()
         let session = Session(keyName: name, csrfToken: makeToken())
-        try connection.execute("""
+        try write { try $0.execute("""
             WITH over AS (
                 SELECT id_hash FROM wallet.admin_sessions
                 WHERE expires_at < now() - INTERVAL '1 day' ORDER BY expires_at LIMIT 100
@@ -65,7 +66,7 @@ public struct ConsoleStore: Sendable {
             INSERT INTO wallet.admin_sessions (id_hash, key_id, csrf_token, expires_at)
             VALUES (\(sessionHash(sessionID)), \(try row.decode(Int64.self, at: 0)), \(session.csrfToken),
                     now() + make_interval(mins => \(minutes)))
-            """)
+            """) }
         return .signedIn(sessionID: sessionID, session)
     }
 
@@ -532,9 +533,10 @@ public struct ConsoleStore: Sendable {
 /// `Ledger.console(deadline:_:)`.
 public struct ConsoleQueries {
     let connection: Connection
+    let metrics: any StoreMetrics
 
     public func signIn(keySecret: String, minutes: Int) throws -> ConsoleStore.SignIn {
-        try ConsoleStore.signIn(keyHash: APIKeys.hash(keySecret), minutes: minutes, on: connection)
+        try ConsoleStore.signIn(keyHash: APIKeys.hash(keySecret), minutes: minutes, on: connection, writing: write)
     }
 
     public func session(_ sessionID: String) throws -> ConsoleStore.Session? {
@@ -542,11 +544,24 @@ public struct ConsoleQueries {
     }
 
     public func signOut(_ sessionID: String) throws {
-        try ConsoleStore.signOut(sessionID, on: connection)
+        try write { try ConsoleStore.signOut(sessionID, on: $0) }
     }
 
     public func revokeKey(name: String, operator: String) throws -> Bool {
-        try ConsoleStore.revokeKey(name: name, operator: `operator`, on: connection)
+        try write { try ConsoleStore.revokeKey(name: name, operator: `operator`, on: $0) }
+    }
+
+    /// A console write: one statement, its own transaction with its
+    /// settings, on the page's connection. Its failure is a write's
+    /// (`outcome_unknown` once sent), never run again behind the operator's
+    /// back: the page says so, and the operator decides.
+    private func write<T>(_ body: (Connection) throws -> T) throws -> T {
+        do {
+            return try connection.withLocalSettings(body)
+        } catch let error as PostgresError {
+            metrics.countDatabaseError(error)
+            throw StoreFailure.walletError(writing: error) ?? error
+        }
     }
 
     public func overview(days: Int) throws -> ConsoleStore.Overview {
@@ -593,13 +608,15 @@ extension Ledger {
     /// The console's cookie-signing key, made on first use (see
     /// `wallet.console_cookie_keys`).
     public func consoleCookieKey(deadline: ContinuousClock.Instant) throws -> ConsoleCookieKey {
-        try pool.withConnection(deadline: deadline) { try ConsoleStore.cookieKey(on: $0) }
+        try writeBounded(.transaction, pool: pool, metrics: metrics, deadline: deadline) { try ConsoleStore.cookieKey(on: $0) }
     }
 
     /// Runs the console's `body` on one pooled connection by `deadline`.
     /// Failures come out as every read's do (`database_unavailable`).
     public func console<T>(deadline: ContinuousClock.Instant, _ body: (ConsoleQueries) throws -> T) throws -> T {
-        try readBounded(pool: pool, metrics: metrics, deadline: deadline) { try body(ConsoleQueries(connection: $0)) }
+        try readBounded(pool: pool, metrics: metrics, deadline: deadline) {
+            try body(ConsoleQueries(connection: $0, metrics: metrics))
+        }
     }
 
     /// Keeps a row for refused App Store notifications: their reason,

@@ -191,7 +191,8 @@ struct ConsoleTests {
                 == ["app-backend [\"credit\", \"read\"]", "game-server [\"debit\", \"read\"]",
                     "support-console [\"console\"]"])
         func signsIn(_ secret: String) throws -> Bool {
-            if case .signedIn = try ConsoleStore.signIn(keyHash: APIKeys.hash(secret), minutes: 5, on: connection) {
+            if case .signedIn = try ConsoleStore.signIn(keyHash: APIKeys.hash(secret), minutes: 5, on: connection,
+                                                  writing: { try $0(connection) }) {
                 return true
             }
             return false

@@ -64,10 +64,13 @@ struct PooledWriteSettingsTests {
         // The command line's writes, through the pooler.
         let key = try ChaosRun.walletCommand(["keys", "create", "--name", "backend", "--scopes", "credit,debit,read"],
                                              databaseURL: pooled).lastLine
+        let agent = try ChaosRun.walletCommand(["keys", "create", "--name", "agent", "--scopes", "console"],
+                                               databaseURL: pooled).lastLine
+        try ChaosRun.walletCommand(["keys", "create", "--name", "doomed", "--scopes", "read"], databaseURL: pooled)
         try ChaosRun.walletCommand(["keys", "create", "--name", "spare", "--scopes", "read"], databaseURL: pooled)
         try ChaosRun.walletCommand(["keys", "revoke", "spare"], databaseURL: pooled)
         let commandLine = try observed()
-        #expect(commandLine.count == 3, "\(commandLine)")
+        #expect(commandLine.count == 5, "\(commandLine)")
         #expect(commandLine.allSatisfy { $0[1] == "on" }, "\(commandLine)")
         try observer.execute("TRUNCATE public.observed_writes")
 
@@ -123,6 +126,22 @@ struct PooledWriteSettingsTests {
         #expect(refund.status == 200, "\(refund.text)")
         let junk = try send("POST", "/v1/appstore/notifications", key: nil, #"{"signedPayload":"not.a.jws"}"#)
         #expect(junk.status == 422, "\(junk.text)")
+        // The console's writes: a session, a revocation, a sign-out.
+        func form(_ path: String, cookie: String?, _ body: String) throws -> HTTPTestResponse {
+            var headers: [(name: String, value: String)] = [("Content-Type", "application/x-www-form-urlencoded")]
+            if let cookie { headers.append(("Cookie", cookie)) }
+            return try TestService.request(port: port, "POST", path, key: nil, json: nil, headers: headers, body: body,
+                                           timeoutSeconds: 20)
+        }
+        let signIn = try form("/admin/login", cookie: nil, "api_key=" + Forms.percentEncoded(agent))
+        #expect(signIn.status == 303, "\(signIn.text)")
+        let cookie = try #require(signIn.header("Set-Cookie")?.split(separator: ";").first.map(String.init))
+        let keysPage = try TestService.request(port: port, "GET", "/admin/keys", key: nil, json: nil,
+                                               headers: [("Cookie", cookie)],
+                                               timeoutSeconds: 20)
+        let csrf = try #require(ConsoleTests.csrfToken(in: keysPage.text))
+        #expect(try form("/admin/keys/doomed/revoke", cookie: cookie, "csrf=\(csrf)").status == 303)
+        #expect(try form("/admin/logout", cookie: cookie, "csrf=\(csrf)").status == 303)
         #expect(waitFor(seconds: 20) {
             (try? observer.query("SELECT status FROM wallet.holds WHERE id = \(expiring)")[0].decode(String.self, at: 0))
                 == "expired"
@@ -135,7 +154,7 @@ struct PooledWriteSettingsTests {
         let service = try observed()
         let tables = Set(service.map { $0[0] })
         for table in ["api_keys", "credits", "entries", "wallets", "idempotency_keys", "holds", "appstore_notifications",
-                      "appstore_refused_notifications"] {
+                      "appstore_refused_notifications", "admin_sessions", "admin_audit", "console_cookie_keys"] {
             #expect(tables.contains(table), "no write to \(table) was seen: \(tables.sorted())")
         }
         let unsettled = service.filter { $0[1] != "on" || $0[2] != "777ms" || $0[3] != "9s" }
