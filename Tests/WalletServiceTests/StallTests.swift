@@ -326,6 +326,15 @@ struct StallTests {
         #expect(Self.code(unknown) == "outcome_unknown")
         #expect(unknown.header("Retry-After") != nil)
 
+        // The client's deadline and the statement's timeout are the same
+        // length, and the client's started first: the statement is still
+        // waiting for a moment after the answer. Its own timeout ends it.
+        #expect(waitFor(seconds: 30) {
+            (try? held.watcher.query("""
+                SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+                WHERE NOT l.granted AND a.application_name = 'wallet'
+                """)[0].decode(Int.self, at: 0)) == 0
+        }, "the debit's statement outlived its timeout")
         try held.holder.execute("COMMIT")
         // The retry with the same key applies it (it had not committed) ...
         let retry = try Self.debit(port: held.port, key: held.key, user: "held", idempotencyKey: "held-1")

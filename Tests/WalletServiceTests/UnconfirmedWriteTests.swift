@@ -32,9 +32,25 @@ struct UnconfirmedWriteTests {
         var replayStatus: Int
     }
 
+    /// Connected straight to the primary; the wait is cancelled, so the
+    /// server reports the commit with a warning.
     @Test func everyWriteWhoseCommitTheStandbyNeverConfirmedIsAnsweredOutcomeUnknown() throws {
+        try writeThroughAnUnconfirmedCommit(pooled: false, ending: "pg_cancel_backend")
+    }
+
+    /// Through PgBouncer in transaction mode; the waiting session is
+    /// terminated, so the server warns and goes, and the pooler reports
+    /// "server conn crashed?" (08P01) in place of the answer.
+    @Test func throughAPoolerAWriteWhoseWaitEndedWithItsSessionIsAnsweredOutcomeUnknown() throws {
+        try writeThroughAnUnconfirmedCommit(pooled: true, ending: "pg_terminate_backend")
+    }
+
+    func writeThroughAnUnconfirmedCommit(pooled: Bool, ending: String) throws {
         try SynchronousReplicationTests.withPrimaryAndStandby("unconfirmed") { primary, standby, admin in
-            let databaseURL = try ChaosRun.migratedWalletDatabase(on: primary)
+            let direct = try ChaosRun.migratedWalletDatabase(on: primary)
+            let bouncer = try pooled ? PgBouncer(before: primary, database: "wallet", resetEveryTransaction: false) : nil
+            defer { bouncer?.stop() }
+            let databaseURL = bouncer?.conninfo(database: "wallet") ?? direct
             let key = try ChaosRun.walletCommand(["keys", "create", "--name", "backend", "--scopes", "credit,debit,read"],
                                                  databaseURL: databaseURL).lastLine
             let apple = try FakeAppStore()
@@ -46,7 +62,8 @@ struct UnconfirmedWriteTests {
                 "WALLET_DATABASE_URL": databaseURL, "WALLET_LISTEN": "127.0.0.1:0",
                 "WALLET_CREDIT_VERIFICATION": "caller,appstore-jws", "WALLET_REQUEST_TIMEOUT_SECONDS": "120",
                 "WALLET_APPLE_BUNDLE_ID": FakeAppStore.bundleID, "WALLET_APPLE_ENVIRONMENTS": "Sandbox",
-                "WALLET_APPLE_ROOT_CERTS": rootFile,
+                "WALLET_APPLE_ROOT_CERTS": rootFile, "WALLET_DATABASE_SESSION_URL": direct,
+                "WALLET_DATABASE_PREPARED_STATEMENTS": pooled ? "false" : "true",
             ]))
             defer { server.kill() }
             let port = try server.waitForPort()
@@ -107,8 +124,13 @@ struct UnconfirmedWriteTests {
                 let answer = Locked<Result<HTTPTestResponse, any Error>?>(nil)
                 let thread = Thread { answer.withLock { $0 = Result { try send(write) } } }
                 thread.start()
-                #expect(try SynchronousReplicationTests.cancelTheWaitForTheStandby(admin, database: "wallet"),
-                        "\(write.name): never waited for the standby")
+                #expect(waitFor(seconds: 30) {
+                    let ended = try? admin.query("""
+                        SELECT \(unsafeSQL: ending)(pid) FROM pg_stat_activity
+                        WHERE datname = 'wallet' AND wait_event = 'SyncRep'
+                        """)
+                    return (ended?.count ?? 0) > 0
+                }, "\(write.name): never waited for the standby")
                 #expect(waitFor(seconds: 60) { answer.withLock { $0 != nil } }, "\(write.name): no answer")
                 let response = try #require(answer.withLock { $0 }).get()
                 #expect(response.status == 503, "\(write.name): \(response.status) \(response.text)")
@@ -130,14 +152,14 @@ struct UnconfirmedWriteTests {
                     #expect(retry.header("Idempotent-Replayed") == "true", "\(write.name): \(retry.text)")
                 }
             }
-            let wallet = try Connection(options: .init(conninfo: databaseURL))
+            let wallet = try Connection(options: .init(conninfo: direct))
             defer { wallet.close() }
             // 3 × 600 funded + 600 credited − 600 refunded − 50 debited − 100 captured.
             #expect(try wallet.query("SELECT balance FROM wallet.wallets WHERE user_id = \(user)")[0]
                 .decode(Int.self, at: 0) == 1_650)
             #expect(try wallet.query("SELECT count(*) FROM wallet.entries WHERE user_id = \(user)")[0]
                 .decode(Int.self, at: 0) == 7)
-            let check = try StallTests.check(databaseURL: databaseURL)
+            let check = try StallTests.check(databaseURL: direct)
             #expect(check.status == 0, "\(check.output)")
         }
     }
