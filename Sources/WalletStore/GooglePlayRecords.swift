@@ -2,22 +2,35 @@ import Foundation
 import Postgres
 public import WalletCore
 
+/// A catalog product as Google Play knows it.
+public struct GooglePlayProduct: Sendable, Equatable {
+    /// Its Google Play id: the catalog's own id unless it names another.
+    public var googleProductID: String
+    /// How many active products have that Google Play id, this one included.
+    /// More than one is a catalog a purchase cannot be matched against.
+    public var activeProducts: Int
+}
+
 /// What Google Play credits read from the ledger before Google is asked.
 extension LedgerStore {
-    /// The product's Google Play id (its own id unless the catalog names
-    /// another), or nil when it is not an active product.
-    static func googleProductID(of productID: ProductID, on connection: Connection) throws -> String? {
+    /// The active product's Google Play id, and how many active products
+    /// share it; nil when it is not an active product.
+    static func googlePlayProduct(of productID: ProductID, on connection: Connection) throws -> GooglePlayProduct? {
         try connection.prepared("""
-            SELECT coalesce(google_product_id, product_id) FROM wallet.products
-            WHERE product_id = \(productID.rawValue) AND active
-            """).single.map { try $0.decode(String.self, at: 0) }
+            SELECT coalesce(p.google_product_id, p.product_id),
+                   (SELECT count(*) FROM wallet.products q
+                    WHERE q.active AND coalesce(q.google_product_id, q.product_id) = coalesce(p.google_product_id, p.product_id))
+            FROM wallet.products p
+            WHERE p.product_id = \(productID.rawValue) AND p.active
+            """).single.map {
+            GooglePlayProduct(googleProductID: try $0.decode(String.self, at: 0), activeProducts: try $0.decode(Int.self, at: 1))
+        }
     }
-
 }
 
 extension Ledger {
-    public func googleProductID(of productID: ProductID, deadline: ContinuousClock.Instant) throws -> String? {
-        try reads.run(deadline: deadline) { try LedgerStore.googleProductID(of: productID, on: $0) }
+    public func googlePlayProduct(of productID: ProductID, deadline: ContinuousClock.Instant) throws -> GooglePlayProduct? {
+        try reads.run(deadline: deadline) { try LedgerStore.googlePlayProduct(of: productID, on: $0) }
     }
 
     public func credit(purchaseToken: String, deadline: ContinuousClock.Instant) throws -> LedgerStore.Credit? {
