@@ -179,8 +179,10 @@ public struct DeveloperNotification: Sendable, Equatable {
     }
 
     public static let packageNameCharactersMax = 255
-    public static let purchaseTokenCharactersMax = 4_096
-    public static let orderIDCharactersMax = 256
+    /// What the ledger stores: a longer token or order id is refused here,
+    /// not by the database later.
+    public static let purchaseTokenCharactersMax = GooglePlay.purchaseTokenBytesMax
+    public static let orderIDCharactersMax = GooglePlay.orderIDBytesMax
     public static let skuCharactersMax = 256
 
     public var packageName: String
@@ -392,10 +394,12 @@ private struct NotificationBody: Decodable {
 }
 
 /// `eventTimeMillis`: Google sends a JSON string of decimal digits (an
-/// int64 in proto3 JSON); a JSON integer is accepted too. Not negative.
+/// int64 in proto3 JSON); a JSON integer is accepted too. Not negative, and
+/// not after the year 9999 (`GooglePlay.millisecondsMax`), so the ledger can
+/// store it.
 private struct Milliseconds: Decodable {
-    /// 16 digits reach past the year 300 000.
-    static let digitsMax = 16
+    /// 15 digits reach the year 9999.
+    static let digitsMax = 15
 
     let value: Int64
 
@@ -413,7 +417,7 @@ private struct Milliseconds: Decodable {
             }
             value = number
         }
-        guard value >= 0, value < 10_000_000_000_000_000 else {
+        guard value >= 0, value <= GooglePlay.millisecondsMax else {
             throw DecodingError.dataCorruptedError(in: container, debugDescription: "milliseconds out of range")
         }
     }

@@ -11,7 +11,7 @@ public struct GooglePlayProduct: Sendable, Equatable {
     public var activeProducts: Int
 }
 
-/// What Google Play credits read from the ledger before Google is asked.
+/// What Google Play credits and voids read from the ledger before Google is asked.
 extension LedgerStore {
     /// The active product's Google Play id, and how many active products
     /// share it; nil when it is not an active product.
@@ -26,11 +26,25 @@ extension LedgerStore {
             GooglePlayProduct(googleProductID: try $0.decode(String.self, at: 0), activeProducts: try $0.decode(Int.self, at: 1))
         }
     }
+
+    /// The Google Play id of the product a purchase token is credited as
+    /// (active or not), or nil when the token was never credited.
+    static func creditedGoogleProductID(purchaseToken: String, on connection: Connection) throws -> String? {
+        try connection.prepared("""
+            SELECT coalesce(p.google_product_id, p.product_id)
+            FROM wallet.credits c JOIN wallet.products p ON p.product_id = c.product_id
+            WHERE c.purchase_token = \(purchaseToken)
+            """).single.map { try $0.decode(String.self, at: 0) }
+    }
 }
 
 extension Ledger {
     public func googlePlayProduct(of productID: ProductID, deadline: ContinuousClock.Instant) throws -> GooglePlayProduct? {
         try reads.run(deadline: deadline) { try LedgerStore.googlePlayProduct(of: productID, on: $0) }
+    }
+
+    public func creditedGoogleProductID(purchaseToken: String, deadline: ContinuousClock.Instant) throws -> String? {
+        try reads.run(deadline: deadline) { try LedgerStore.creditedGoogleProductID(purchaseToken: purchaseToken, on: $0) }
     }
 
     public func credit(purchaseToken: String, deadline: ContinuousClock.Instant) throws -> LedgerStore.Credit? {
@@ -77,8 +91,25 @@ public struct GooglePlayVoid: Sendable, Equatable {
 
 /// What applying Google's word on a purchase did.
 public struct GooglePlayApplied: Sendable, Equatable {
-    /// `refunded`, `already_refunded`, `unchanged`, `revoked`, `recorded` or `duplicate`.
-    public var outcome: String
+    /// What `wallet.apply_googleplay_voids` or
+    /// `wallet.apply_googleplay_notification` answered.
+    public enum Outcome: String, Sendable, CaseIterable {
+        /// A refund entry was written.
+        case refunded
+        /// The credit was refunded already: nothing left to refund.
+        case alreadyRefunded = "already_refunded"
+        /// The credit already stands where the voids put it.
+        case unchanged
+        /// The token was never credited: the voids are kept, and a later
+        /// credit of it is refused as revoked.
+        case revoked
+        /// A notification kept without a balance change.
+        case recorded
+        /// A notification recorded before (by its messageId).
+        case duplicate
+    }
+
+    public var outcome: Outcome
     public var entryID: Int64?
     /// Coins this call refunded.
     public var refundedCoins: Int64
@@ -133,8 +164,10 @@ extension LedgerStore {
     }
 
     private static func applied(_ row: Row) throws -> GooglePlayApplied {
-        GooglePlayApplied(outcome: try row.decode(String.self, at: 0), entryID: try row.decodeIfPresent(Int64.self, at: 1),
-                          refundedCoins: try row.decodeIfPresent(Int64.self, at: 2) ?? 0)
+        let text = try row.decode(String.self, at: 0)
+        guard let outcome = GooglePlayApplied.Outcome(rawValue: text) else { throw StoreError.unknownOutcome(text) }
+        return GooglePlayApplied(outcome: outcome, entryID: try row.decodeIfPresent(Int64.self, at: 1),
+                                 refundedCoins: try row.decodeIfPresent(Int64.self, at: 2) ?? 0)
     }
 }
 

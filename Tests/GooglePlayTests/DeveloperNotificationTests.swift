@@ -224,12 +224,41 @@ struct DeveloperNotificationTests {
         var notification = Self.notification(["testNotification": [:]])
         notification["eventTimeMillis"] = nil
         #expect(Self.refusal(Self.body(notification: notification))?.field == "message.data.eventTimeMillis")
-        let values: [Any] = ["", "12a", "-5", -5, 1.5, "99999999999999999", true, ["1"]]
+        // After the year 9999 the ledger could not store it, as a string or a number.
+        let values: [Any] = ["", "12a", "-5", -5, 1.5, "99999999999999999", "253402300800000", 253_402_300_800_000,
+                             "9999999999999999", true, ["1"]]
         for value in values {
             notification["eventTimeMillis"] = value
             let error = Self.refusal(Self.body(notification: notification))
             #expect(error?.reason == .invalid_field, "\(value)")
             #expect(error?.field == "message.data.eventTimeMillis")
+        }
+        for value: Any in ["253402300799999", 253_402_300_799_999, "0"] {
+            notification["eventTimeMillis"] = value
+            #expect(Self.refusal(Self.body(notification: notification)) == nil, "\(value)")
+        }
+    }
+
+    @Test func tokensAndOrderIDsLongerThanTheLedgerHoldsAreRefused() throws {
+        let token = String(repeating: "t", count: GooglePlay.purchaseTokenBytesMax)
+        let orderID = String(repeating: "1", count: GooglePlay.orderIDBytesMax)
+        let longest = try PushMessage.parse(Self.body(notification: Self.notification([
+            "voidedPurchaseNotification": ["purchaseToken": token, "orderId": orderID, "productType": 2],
+        ])))
+        #expect(longest.notification.kind == .voidedPurchase(purchaseToken: token, orderID: orderID, productType: 2,
+                                                             refundType: nil))
+        let cases: [([String: Any], String)] = [
+            (["voidedPurchaseNotification": ["purchaseToken": token + "t", "productType": 2]],
+             "voidedPurchaseNotification.purchaseToken"),
+            (["voidedPurchaseNotification": ["purchaseToken": "t", "orderId": orderID + "1", "productType": 2]],
+             "voidedPurchaseNotification.orderId"),
+            (["oneTimeProductNotification": ["notificationType": 1, "purchaseToken": token + "t"]],
+             "oneTimeProductNotification.purchaseToken"),
+        ]
+        for (kind, field) in cases {
+            let error = Self.refusal(Self.body(notification: Self.notification(kind)))
+            #expect(error?.reason == .invalid_field, "\(field)")
+            #expect(error?.field == "message.data." + field)
         }
     }
 
