@@ -171,6 +171,13 @@ struct GooglePlayVoidTests {
         let credit = try rig.credit(token: "tok-early", userID: "droid-12")
         #expect(credit.status == 422)
         #expect(try credit.json()["reason"] == "revoked")
+        // Google voided it, and the answer says so.
+        let detail = try #require(try credit.json()["detail"].flatMap { value -> String? in
+            if case .string(let text) = value { return text }
+            return nil
+        })
+        #expect(detail.contains("Google Play"), "\(detail)")
+        #expect(!detail.contains("Apple"), "\(detail)")
         #expect(try rig.count("SELECT count(*) FROM wallet.credits") == 0)
     }
 
