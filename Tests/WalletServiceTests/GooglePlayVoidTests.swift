@@ -61,6 +61,12 @@ struct GooglePlayVoidTests {
             """).first.flatMap { Int64($0[0]) }
     }
 
+    /// Every credit's status and refunded coins, for expectations that
+    /// show what they found.
+    static func credits(_ rig: GooglePlayRig) throws -> [[String]] {
+        try rig.rows("SELECT status, coalesce(refunded_amount, 0)::text FROM wallet.credits ORDER BY flow_no")
+    }
+
     @Test func aPushedVoidRefundsOnceEvenWhenTheSweepFindsItToo() throws {
         let (rig, certs) = try Self.rig()
         defer { rig.stop(); certs.stop() }
@@ -114,7 +120,7 @@ struct GooglePlayVoidTests {
         let body = Self.push(messageID: "m-2", eventMillis: event, Self.voided(token: "tok-three", orderID: "GPA.11-1", refundType: 2))
         let pushed = try Self.send(rig, body, token: certs.token())
         #expect(pushed.status == 204, "\(pushed.text)")
-        #expect(try rig.rows("SELECT status, refunded_amount::text FROM wallet.credits") == [["partially_refunded", "1200"]])
+        #expect(try Self.credits(rig) == [["partially_refunded", "1200"]], "\((try? Self.credits(rig)) ?? [])")
         #expect(try rig.count("SELECT balance FROM wallet.wallets WHERE user_id = 'droid-11'") == 600)
         let read = try rig.request("GET", "/v1/credits/GPA.11-1", key: rig.appKey, body: nil)
         #expect(try read.json()["credit"]?["status"] == "partially_refunded")
@@ -125,7 +131,7 @@ struct GooglePlayVoidTests {
         rig.google.addVoided(.init(purchaseToken: "tok-three", orderId: "GPA.11-1", voidedTimeMillis: event + 30_000))
         let sweep = try rig.walletCommand(["googleplay", "reconcile"])
         #expect(sweep.output.contains("seen=2 applied=1 already=1"), "\(sweep)")
-        #expect(try rig.rows("SELECT status, refunded_amount::text FROM wallet.credits") == [["refunded", "1800"]])
+        #expect(try Self.credits(rig) == [["refunded", "1800"]], "\((try? Self.credits(rig)) ?? [])")
         #expect(try rig.rows("SELECT amount::text FROM wallet.entries WHERE kind = 'refund' ORDER BY id") == [["-1200"], ["-600"]])
         #expect(try rig.count("SELECT balance FROM wallet.wallets WHERE user_id = 'droid-11'") == 0)
         #expect(try rig.violations() == 0)
@@ -143,7 +149,7 @@ struct GooglePlayVoidTests {
         rig.google.addVoided(.init(purchaseToken: "tok-swept", orderId: "GPA.14-1", voidedTimeMillis: event, voidedQuantity: 2))
         let sweep = try rig.walletCommand(["googleplay", "reconcile"])
         #expect(sweep.status == 0, "\(sweep)")
-        #expect(try rig.rows("SELECT status, refunded_amount::text FROM wallet.credits") == [["partially_refunded", "1200"]])
+        #expect(try Self.credits(rig) == [["partially_refunded", "1200"]], "\((try? Self.credits(rig)) ?? [])")
         #expect(try rig.rows("SELECT refund_type::text, voided_quantity::text, source FROM wallet.googleplay_voids")
             == [["2", "2", "sweep"]])
         for message in ["m-14a", "m-14b"] {
@@ -153,9 +159,10 @@ struct GooglePlayVoidTests {
         }
         #expect(try rig.rows("SELECT outcome FROM wallet.googleplay_notifications ORDER BY message_id") == [["unchanged"], ["unchanged"]])
         #expect(try rig.walletCommand(["googleplay", "reconcile", "--since", "2000-01-01T00:00:00Z"]).status == 0)
-        #expect(try rig.rows("SELECT status, refunded_amount::text FROM wallet.credits") == [["partially_refunded", "1200"]])
+        #expect(try Self.credits(rig) == [["partially_refunded", "1200"]], "\((try? Self.credits(rig)) ?? [])")
         #expect(try rig.count("SELECT count(*) FROM wallet.entries WHERE kind = 'refund'") == 1)
-        #expect(try rig.count("SELECT balance FROM wallet.wallets WHERE user_id = 'droid-14'") == 600)
+        let balance = try rig.count("SELECT balance FROM wallet.wallets WHERE user_id = 'droid-14'")
+        #expect(balance == 600, "\(balance)")
         #expect(try rig.violations() == 0)
     }
 
@@ -232,7 +239,7 @@ struct GooglePlayVoidTests {
         let body = Self.push(messageID: "m-16", eventMillis: Self.nowMillis(),
                              Self.voided(token: "tok-canceled", orderID: "GPA.16-1", refundType: 1))
         #expect(try Self.send(rig, body, token: certs.token()).status == 204)
-        #expect(try rig.rows("SELECT status, refunded_amount::text FROM wallet.credits") == [["refunded", "600"]])
+        #expect(try Self.credits(rig) == [["refunded", "600"]], "\((try? Self.credits(rig)) ?? [])")
         #expect(try rig.rows("SELECT refund_type::text, flow_no, source FROM wallet.googleplay_voids")
             == [["1", "GPA.16-1", "push"]])
         // Canceled is not a partial refund: that takes the list.
@@ -281,7 +288,61 @@ struct GooglePlayVoidTests {
         // Either the credit came first and was refunded, or the void came
         // first and no credit was made: never a credit left standing.
         #expect(try rig.count("SELECT count(*) FROM wallet.googleplay_voids WHERE purchase_token LIKE 'tok-race-%'") == rounds)
-        #expect(try rig.count("SELECT coalesce(sum(balance), 0) FROM wallet.wallets WHERE user_id = 'droid-13'") == 0)
+        let left = try rig.count("SELECT coalesce(sum(balance), 0) FROM wallet.wallets WHERE user_id = 'droid-13'")
+        #expect(left == 0, "\(left) coins of voided purchases left standing")
+        #expect(try rig.violations() == 0)
+    }
+
+    /// The same race, pinned so it happens every time: the credit has read
+    /// the voids (none) and waits for its wallet, which this test holds;
+    /// then the void, naming another orderId, is pushed. It must wait for
+    /// the credit's purchase-token lock and then refund the credit, not
+    /// commit beside it. The test lets the wallet go once the push has
+    /// answered or is itself waiting for a lock.
+    @Test func aVoidPushedWhileItsCreditWaitsForTheWalletWaitsForTheCredit() throws {
+        let (rig, certs) = try Self.rig(["WALLET_LOCK_TIMEOUT_MILLISECONDS": "15000"])
+        defer { rig.stop(); certs.stop() }
+        try rig.execute("INSERT INTO wallet.wallets (user_id, currency) VALUES ('droid-19', 'coin')")
+        let holder = try Connection(options: rig.options)
+        defer { holder.close() }
+        /// Sessions of this database waiting for a lock.
+        func waiting() -> Int {
+            (try? rig.count("""
+                SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+                """)) ?? -1
+        }
+        /// Runs `body` on a thread of its own; the answer, once there.
+        func started(_ body: @escaping @Sendable () -> Int?) -> Locked<Int??> {
+            let answer = Locked<Int??>(nil)
+            Thread { let status = body(); answer.withLock { $0 = .some(status) } }.start()
+            return answer
+        }
+        let rounds = 10
+        var both: [String] = []
+        for round in 0..<rounds {
+            let token = "tok-pin-\(round)"
+            rig.google.setPurchase(productID: "guodong600", token: token, .purchased(orderId: "GPA.19-\(round)"))
+            rig.google.addVoided(.init(purchaseToken: token, orderId: "GPA.19-\(round)-other",
+                                       voidedTimeMillis: Self.nowMillis() - 1_000))
+            let body = Self.push(messageID: "m-pin-\(round)", eventMillis: Self.nowMillis(),
+                                 Self.voided(token: token, orderID: "GPA.19-\(round)-other", refundType: 1))
+            let bearer = certs.token()
+            try holder.execute("BEGIN")
+            _ = try holder.query("SELECT 1 FROM wallet.wallets WHERE user_id = 'droid-19' FOR UPDATE")
+            let credit = started { (try? rig.credit(token: token, userID: "droid-19"))?.status }
+            #expect(waitFor(seconds: 30) { waiting() == 1 }, "the credit waits for the wallet")
+            let push = started { (try? Self.send(rig, body, token: bearer))?.status }
+            #expect(waitFor(seconds: 30) { push.withLock { $0 } != nil || waiting() == 2 })
+            try holder.execute("ROLLBACK")
+            #expect(waitFor(seconds: 30) { credit.withLock { $0 } != nil && push.withLock { $0 } != nil })
+            #expect(credit.withLock { $0 } == .some(201), "round \(round)")
+            #expect(push.withLock { $0 } == .some(204), "round \(round)")
+            let state = try rig.rows("SELECT status FROM wallet.credits WHERE purchase_token = \(token)")
+            if state == [["credited"]] { both.append(token) }
+            #expect(state == [["refunded"]], "round \(round): \(state)")
+        }
+        #expect(both.isEmpty, "\(both.count) of \(rounds) purchases ended both credited and voided")
+        #expect(try rig.count("SELECT balance FROM wallet.wallets WHERE user_id = 'droid-19'") == 0)
         #expect(try rig.violations() == 0)
     }
 
@@ -326,9 +387,8 @@ struct GooglePlayVoidTests {
         }, "\(metrics)")
         #expect(metrics.contains(#"wallet_googleplay_voids_total{outcome="refunded"} 2"#), "\(metrics)")
         #expect(sweeper.waitForOutput(containing: "a Google Play void could not be applied", seconds: 10))
-        #expect(try rig.rows("SELECT purchase_token, status FROM wallet.credits ORDER BY purchase_token") == [
-            ["tok-sweep-1", "refunded"], ["tok-sweep-2", "credited"], ["tok-sweep-3", "refunded"],
-        ])
+        let swept = try rig.rows("SELECT purchase_token, status FROM wallet.credits ORDER BY purchase_token")
+        #expect(swept == [["tok-sweep-1", "refunded"], ["tok-sweep-2", "credited"], ["tok-sweep-3", "refunded"]], "\(swept)")
         #expect(waitFor(seconds: 10) { (try? Self.mark(rig)) == base + 60_000 })
         #expect(try Self.mark(rig) == base + 60_000, "the mark stays at the last void applied before the failed one")
 
@@ -375,7 +435,7 @@ struct GooglePlayVoidTests {
         #expect(try rig.rows("""
             SELECT purchase_token, voided_quantity::text FROM wallet.googleplay_voids ORDER BY voided_at
             """) == [["tok-fifteen", "15"], ["tok-after", "11"]])
-        #expect(try rig.rows("SELECT status, refunded_amount::text FROM wallet.credits") == [["refunded", "1800"]])
+        #expect(try Self.credits(rig) == [["refunded", "1800"]], "\((try? Self.credits(rig)) ?? [])")
         #expect(try rig.count("SELECT balance FROM wallet.wallets WHERE user_id = 'droid-18'") == 0)
         #expect(try Self.mark(rig) ?? 0 > Self.nowMillis() - 120_000, "a refused entry does not hold the mark")
         #expect(try rig.violations() == 0)
