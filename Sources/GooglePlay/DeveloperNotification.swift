@@ -215,6 +215,13 @@ public struct DeveloperNotification: Sendable, Equatable {
             throw PushBodyError(.too_large, field: nil, "the notification is larger than \(PushMessage.dataBytesMax) bytes")
         }
         let body = try decodeJSON(NotificationBody.self, from: json, what: "the notification")
+        // The notification is kept as it came (a jsonb column), and
+        // PostgreSQL's jsonb takes no NUL character and no unpaired
+        // surrogate: refused here, not by the database later.
+        guard storableEscapes(json) else {
+            throw PushBodyError(.invalid_field, field: nil,
+                                "the notification holds a \\u0000 escape or an unpaired surrogate escape")
+        }
 
         guard let packageName = body.packageName else {
             throw PushBodyError(.missing_field, field: "packageName", "packageName is missing")
@@ -292,6 +299,40 @@ public struct DeveloperNotification: Sendable, Equatable {
 }
 
 // MARK: - Decoding
+
+/// Whether every `\u` escape of a JSON text that already parsed is one
+/// PostgreSQL's jsonb takes: not `\u0000`, and a surrogate only as a high
+/// one followed by a low one. A backslash occurs only inside strings in
+/// valid JSON, so the bytes are read in order, each escape skipped whole.
+private func storableEscapes(_ json: [UInt8]) -> Bool {
+    func unit(at index: Int) -> Int? {
+        guard index + 6 <= json.count, json[index] == UInt8(ascii: "\\"), json[index + 1] == UInt8(ascii: "u"),
+              let value = Int(String(decoding: json[(index + 2)..<(index + 6)], as: UTF8.self), radix: 16)
+        else { return nil }
+        return value
+    }
+    var index = 0
+    while index < json.count {
+        guard json[index] == UInt8(ascii: "\\") else {
+            index += 1
+            continue
+        }
+        guard let value = unit(at: index) else {
+            index += 2
+            continue
+        }
+        switch value {
+        case 0, 0xDC00...0xDFFF:
+            return false
+        case 0xD800...0xDBFF:
+            guard let low = unit(at: index + 6), (0xDC00...0xDFFF).contains(low) else { return false }
+            index += 12
+        default:
+            index += 6
+        }
+    }
+    return true
+}
 
 /// A value that ends up in records and logs: non-empty, at most
 /// `charactersMax` bytes, visible ASCII only (no spaces or controls).

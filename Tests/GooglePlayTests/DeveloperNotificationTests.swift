@@ -239,6 +239,24 @@ struct DeveloperNotificationTests {
         }
     }
 
+    /// The notification is kept as a jsonb value, which holds no NUL and no
+    /// unpaired surrogate: such escapes are refused, anywhere in it.
+    @Test func escapesTheLedgerCannotStoreAreRefused() throws {
+        func data(_ member: String) -> String {
+            Base64.encode(Array((#"{"version":"1.0","packageName":"\#(Self.packageName)","eventTimeMillis":"1","#
+                + member + #","testNotification":{"version":"1.0"}}"#).utf8))
+        }
+        for member in [#""x":"a\u0000b""#, #""x":"\ud800""#, #""x":"\udc00""#, #""x":"\ud800\u0041""#,
+                       #""x\u0000":1"#, #""x":["\uDBFF"]"#] {
+            let error = Self.refusal(Self.body(data: data(member)))
+            #expect(error?.reason == .invalid_field, "\(member)")
+            #expect(error?.field == "message.data", "\(member)")
+        }
+        for member in [#""x":"\\u0000""#, #""x":"\ud83d\ude00""#, #""x":"\u00e9\n\"""#, #""x":"\\\ud83d\ude00""#] {
+            #expect(Self.refusal(Self.body(data: data(member))) == nil, "\(member)")
+        }
+    }
+
     @Test func tokensAndOrderIDsLongerThanTheLedgerHoldsAreRefused() throws {
         let token = String(repeating: "t", count: GooglePlay.purchaseTokenBytesMax)
         let orderID = String(repeating: "1", count: GooglePlay.orderIDBytesMax)

@@ -469,6 +469,15 @@ struct GooglePlayVoidTests {
             #expect(try response.json()["code"] == "malformed_notification")
         }
         #expect(try Self.send(rig, body, token: certs.token()).status == 204)
+        // A notification the ledger could not keep (jsonb takes no NUL, no
+        // unpaired surrogate) is malformed, not a fault of the service.
+        for (index, member) in [#""x":"a\u0000b","#, #""x":"\ud800","#].enumerated() {
+            let unstorable = Self.push(messageID: "m-nul-\(index)", eventMillis: Self.nowMillis(),
+                                       member + #""testNotification":{"version":"1.0"}"#)
+            let response = try Self.send(rig, unstorable, token: certs.token())
+            #expect(response.status == 400, "\(member): \(response.text)")
+            #expect(try response.json()["code"] == "malformed_notification")
+        }
         // Another app's notifications are settled and ignored.
         let other = Self.push(messageID: "m-other", package: "com.example.other", eventMillis: Self.nowMillis(),
                               Self.voided(token: "tok-x", orderID: "GPA.x", refundType: 1))
