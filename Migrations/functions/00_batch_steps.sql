@@ -3,7 +3,8 @@
 -- write back and append the same way.
 --
 -- Lock order, everywhere: flowNO locks (wallet.lock_flow_nos) first, then
--- wallet rows in (user_id, currency) order, then credit rows.
+-- purchase-token locks (wallet.lock_purchase_tokens), then wallet rows in
+-- (user_id, currency) order, then credit rows.
 --
 -- They are PL/pgSQL rather than SQL functions on purpose: PostgreSQL 15
 -- plans the statements of a SQL function on every call, and caches those of

@@ -1,8 +1,9 @@
--- wallet.lock_flow_nos, re-applied by the migrator whenever this file
--- changes.
+-- wallet.lock_flow_nos and wallet.lock_purchase_tokens, re-applied by the
+-- migrator whenever this file changes.
 --
 -- Lock order, everywhere: flowNO locks (here, in key order) first, then
--- wallet rows in (user_id, currency) order, then credit rows.
+-- Google Play purchase-token locks (here, in key order), then wallet rows in
+-- (user_id, currency) order, then credit rows.
 --
 -- Who takes flowNO locks: wallet.credit_many, for its whole batch, before it
 -- reads or locks anything; wallet.apply_appstore_notification, for the
@@ -12,6 +13,15 @@
 -- credited and revoked. wallet.refund_credit and wallet.reverse_refund take
 -- none of their own: they act only on a credit that exists, whose row lock
 -- settles them, and an admin script may call them after locking a wallet.
+--
+-- Who takes purchase-token locks: wallet.credit_many, for its batch's Google
+-- Play tokens, right after its flowNO locks; wallet.apply_googleplay_voids,
+-- for its token, before it reads anything (it takes no flowNO lock). A
+-- Google purchase is known by its token; the flowNO it is credited under is
+-- Google's orderId, which a void may name differently or not at all, so a
+-- credit and a void of one purchase meet on the token: either the credit
+-- commits first and the void then refunds it, or the void commits first and
+-- the credit is refused as revoked.
 
 -- Takes a transaction-scoped advisory lock per distinct flowNO, in key
 -- order, so two batches that share flowNOs cannot deadlock on them. The key
@@ -27,6 +37,23 @@ DECLARE
 BEGIN
     FOR v_key IN
         SELECT DISTINCT hashtext(f) FROM unnest(p_flow_nos) AS f WHERE f IS NOT NULL ORDER BY 1
+    LOOP
+        PERFORM pg_advisory_xact_lock(c_namespace, v_key);
+    END LOOP;
+END;
+$$;
+
+-- The same for Google Play purchase tokens, in a namespace of their own
+-- (NULLs, the other stores' requests, take nothing).
+CREATE OR REPLACE FUNCTION wallet.lock_purchase_tokens(p_tokens TEXT[]) RETURNS VOID
+LANGUAGE plpgsql AS $$
+DECLARE
+    -- 'WLPT': wallet purchase-token locks.
+    c_namespace CONSTANT INTEGER := x'574C5054'::INTEGER;
+    v_key       INTEGER;
+BEGIN
+    FOR v_key IN
+        SELECT DISTINCT hashtext(t) FROM unnest(p_tokens) AS t WHERE t IS NOT NULL ORDER BY 1
     LOOP
         PERFORM pg_advisory_xact_lock(c_namespace, v_key);
     END LOOP;

@@ -2,7 +2,9 @@
 -- changes (first defined in 0002_credits_and_debits.sql; typed in 0007).
 --
 -- Lock order, everywhere: flowNO locks (wallet.lock_flow_nos, in key order)
--- first, then wallet rows in (user_id, currency) order, then credit rows.
+-- first, then Google Play purchase-token locks (wallet.lock_purchase_tokens,
+-- in key order), then wallet rows in (user_id, currency) order, then credit
+-- rows.
 
 -- Credits a product bundle per flowNO, exactly once, one result per
 -- request, in order. The outcome of a request is what it would be applied
@@ -21,10 +23,14 @@
 -- queues its consume call in wallet.outbox, in the same transaction: once
 -- credited, the purchase is consumed.
 --
--- The batch's flowNOs are locked first (wallet.lock_flow_nos), before
--- anything is read, so a credit and Apple's refund of the same flowNO
--- serialize: either the credit commits first and the refund then refunds
--- it, or the refund commits first and the credit is refused as revoked.
+-- The batch's flowNOs are locked first (wallet.lock_flow_nos), then its
+-- Google Play purchase tokens (wallet.lock_purchase_tokens), before
+-- anything is read, so a credit and Apple's refund of the same flowNO, or
+-- a credit and Google's void of the same token, serialize: either the
+-- credit commits first and the refund then refunds it, or the refund
+-- commits first and the credit is refused as revoked. A Google void locks
+-- the token, not a flowNO: the orderId a push names need not be the one the
+-- purchase is credited under.
 -- The flowNO is looked up before the catalog, so a retry still replays after
 -- its product was repriced or deactivated. A replay answers with the credit
 -- and the balance as they are now.
@@ -78,6 +84,7 @@ BEGIN
         RETURN;
     END IF;
     PERFORM wallet.lock_flow_nos(ARRAY(SELECT q.flow_no FROM unnest(p_requests) q));
+    PERFORM wallet.lock_purchase_tokens(p_purchase_tokens);
 
     SELECT array_agg(c ORDER BY u.ord), array_agg(p ORDER BY u.ord),
            array_agg(s.flow_no IS NOT NULL OR v.voided ORDER BY u.ord),

@@ -9,10 +9,16 @@
 -- only ever grow: a void is never undone here.
 --
 -- p_voids is a JSON array of {voided_at_ms, refund_type, voided_quantity,
--- order_id, source}. p_flow_no is the flowNO the purchase is credited under
--- (Google's orderId, or one derived from the token): its lock serializes a
--- void with a credit of the same purchase, as an App Store refund and its
--- credit are.
+-- order_id, source}, each confirmed by Google (its voided-purchases list,
+-- or the purchase shown canceled): a push alone is never applied.
+--
+-- Lock order (see 01_lock_flow_nos.sql): the purchase token's lock first,
+-- before anything is read, then (in wallet.refund_credit) the wallet and
+-- credit rows. wallet.credit_many takes the same token lock, so a void and
+-- a credit of one purchase serialize whatever orderId each names. The voids
+-- are filed under the flowNO the token is credited under, or, for a token
+-- never credited, p_flow_no (Google's orderId, or one derived from the
+-- token), which is what a credit of it would be given.
 --
 -- Outcomes: refunded (a refund entry was written), already_refunded
 -- (nothing left to refund), unchanged (the credit already stands where
@@ -29,17 +35,18 @@ DECLARE
     v_target   BIGINT;
     v_done     BIGINT;
 BEGIN
-    PERFORM wallet.lock_flow_nos(ARRAY[p_flow_no]);
+    PERFORM wallet.lock_purchase_tokens(ARRAY[p_purchase_token]);
+    SELECT * INTO v_credit FROM wallet.credits c WHERE c.purchase_token = p_purchase_token;
     INSERT INTO wallet.googleplay_voids AS g
         (purchase_token, voided_at, refund_type, voided_quantity, order_id, flow_no, source)
     SELECT p_purchase_token, to_timestamp(v.voided_at_ms / 1000.0), v.refund_type::SMALLINT,
-           CASE WHEN v.refund_type = 2 THEN v.voided_quantity END, v.order_id, p_flow_no, v.source
+           CASE WHEN v.refund_type = 2 THEN v.voided_quantity END, v.order_id,
+           coalesce(v_credit.flow_no, p_flow_no), v.source
     FROM jsonb_to_recordset(coalesce(p_voids, '[]'::JSONB))
          AS v(voided_at_ms BIGINT, refund_type INTEGER, voided_quantity INTEGER, order_id TEXT, source TEXT)
     ON CONFLICT (purchase_token, voided_at, refund_type) DO NOTHING;
 
-    SELECT * INTO v_credit FROM wallet.credits c WHERE c.purchase_token = p_purchase_token;
-    IF NOT FOUND THEN
+    IF v_credit.flow_no IS NULL THEN
         outcome := 'revoked';
         RETURN NEXT;
         RETURN;
@@ -99,7 +106,11 @@ BEGIN
         SELECT a.outcome, a.entry_id, a.amount INTO v_outcome, v_entry, v_amount
         FROM wallet.apply_googleplay_voids(p_flow_no, p_purchase_token, p_voids) a;
     END IF;
-    UPDATE wallet.googleplay_notifications n SET outcome = v_outcome, entry_id = v_entry
+    -- Filed under the flowNO its purchase is credited under, when it is,
+    -- whatever orderId the push named.
+    UPDATE wallet.googleplay_notifications n
+    SET outcome = v_outcome, entry_id = v_entry,
+        flow_no = coalesce((SELECT c.flow_no FROM wallet.credits c WHERE c.purchase_token = p_purchase_token), n.flow_no)
     WHERE n.message_id = p_message_id;
     outcome := v_outcome;
     entry_id := v_entry;

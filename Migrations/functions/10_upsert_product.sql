@@ -4,17 +4,30 @@
 
 -- Adds or changes a catalog entry. Past credits keep their stored amount.
 -- Without an operator, the audit names the database session user. A NULL
--- `p_active` keeps a product's current flag (a new one is active), so a
+-- `p_active` keeps a product's current flag (a new product is active), so a
 -- price change does not put a product that was taken off sale back on it.
 -- A NULL `p_google_product_id` keeps the product's Google Play id; '' sets
 -- it back to the product's own id.
+--
+-- A Google Play product id names one active product at most: a purchase of
+-- it must buy one amount. A change that would leave the product active
+-- under a Google Play id (its own id, when none is named) that another
+-- active product already has raises WL009 and changes nothing; take the
+-- other off sale, or name another id, first. Two changes that would both
+-- take one id serialize on a lock of that id, so they cannot both pass.
+-- (A database may hold such a pair from before this rule: its Google
+-- credits are refused as product_mismatch until the catalog is mended.)
 CREATE OR REPLACE FUNCTION wallet.upsert_product(
     p_product_id TEXT, p_amount BIGINT, p_currency TEXT, p_active BOOLEAN DEFAULT TRUE,
     p_operator TEXT DEFAULT NULL, p_reason TEXT DEFAULT NULL, p_google_product_id TEXT DEFAULT NULL)
 RETURNS TABLE (outcome TEXT, product_id TEXT, currency TEXT, amount BIGINT, active BOOLEAN, google_product_id TEXT)
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_existed BOOLEAN;
+    -- 'WLGP': wallet Google Play product id locks.
+    c_namespace CONSTANT INTEGER := x'574C4750'::INTEGER;
+    v_current  wallet.products;
+    v_google   TEXT;
+    v_taken_by TEXT;
     v_operator TEXT := coalesce(nullif(btrim(p_operator), ''), session_user);
 BEGIN
     IF p_product_id IS NULL OR length(p_product_id) NOT BETWEEN 1 AND 128 OR p_product_id ~ '[^A-Za-z0-9._-]' THEN
@@ -30,7 +43,18 @@ BEGIN
         RAISE EXCEPTION 'google_product_id must be 1-128 characters of [a-z0-9._], starting with a letter or digit'
             USING ERRCODE = 'WL003';
     END IF;
-    SELECT TRUE INTO v_existed FROM wallet.products p WHERE p.product_id = p_product_id FOR UPDATE;
+    SELECT * INTO v_current FROM wallet.products p WHERE p.product_id = p_product_id FOR UPDATE;
+    v_google := coalesce(CASE WHEN p_google_product_id IS NULL THEN v_current.google_product_id
+                              ELSE nullif(p_google_product_id, '') END, p_product_id);
+    IF coalesce(p_active, v_current.active, TRUE) THEN
+        PERFORM pg_advisory_xact_lock(c_namespace, hashtext(v_google));
+        SELECT min(q.product_id) INTO v_taken_by FROM wallet.products q
+        WHERE q.active AND q.product_id <> p_product_id AND coalesce(q.google_product_id, q.product_id) = v_google;
+        IF v_taken_by IS NOT NULL THEN
+            RAISE EXCEPTION 'Google Play product % already buys the active product %; take that one off sale or name another id',
+                v_google, v_taken_by USING ERRCODE = 'WL009';
+        END IF;
+    END IF;
     INSERT INTO wallet.products AS p (product_id, currency, amount, active, google_product_id)
     VALUES (p_product_id, p_currency, p_amount, coalesce(p_active, TRUE), nullif(p_google_product_id, ''))
     ON CONFLICT ON CONSTRAINT products_pkey DO UPDATE
@@ -40,7 +64,7 @@ BEGIN
             updated_at = now()
     RETURNING p.product_id, p.currency, p.amount, p.active, coalesce(p.google_product_id, p.product_id)
     INTO product_id, currency, amount, active, google_product_id;
-    outcome := CASE WHEN v_existed THEN 'updated' ELSE 'created' END;
+    outcome := CASE WHEN v_current.product_id IS NOT NULL THEN 'updated' ELSE 'created' END;
     INSERT INTO wallet.admin_audit (action, operator, reason, arguments, outcome)
     VALUES ('product', v_operator, p_reason,
             jsonb_build_object('product_id', p_product_id, 'amount', p_amount, 'currency', p_currency,

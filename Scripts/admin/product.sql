@@ -7,6 +7,10 @@
 -- `google_product_id` names the product in Google Play when its id there
 -- differs from ours (lowercase letters, digits, `.` and `_`); left out, it
 -- stays as it is, and an empty one sets it back to the product's own id.
+-- A Google Play id buys one product: a change that would leave the product
+-- on sale under a Google Play id (its own id, when it names none) another
+-- active product has fails with WL009, naming that product, and changes
+-- nothing; take the other off sale first.
 -- Past credits keep the amount stored with them; a change applies only to
 -- later credits. The change goes to wallet.admin_audit under the given
 -- operator, or under the database session_user when none is given.

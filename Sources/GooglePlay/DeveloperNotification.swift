@@ -179,8 +179,10 @@ public struct DeveloperNotification: Sendable, Equatable {
     }
 
     public static let packageNameCharactersMax = 255
-    public static let purchaseTokenCharactersMax = 4_096
-    public static let orderIDCharactersMax = 256
+    /// What the ledger stores: a longer token or order id is refused here,
+    /// not by the database later.
+    public static let purchaseTokenCharactersMax = GooglePlay.purchaseTokenBytesMax
+    public static let orderIDCharactersMax = GooglePlay.orderIDBytesMax
     public static let skuCharactersMax = 256
 
     public var packageName: String
@@ -213,6 +215,13 @@ public struct DeveloperNotification: Sendable, Equatable {
             throw PushBodyError(.too_large, field: nil, "the notification is larger than \(PushMessage.dataBytesMax) bytes")
         }
         let body = try decodeJSON(NotificationBody.self, from: json, what: "the notification")
+        // The notification is kept as it came (a jsonb column), and
+        // PostgreSQL's jsonb takes no NUL character and no unpaired
+        // surrogate: refused here, not by the database later.
+        guard storableEscapes(json) else {
+            throw PushBodyError(.invalid_field, field: nil,
+                                "the notification holds a \\u0000 escape or an unpaired surrogate escape")
+        }
 
         guard let packageName = body.packageName else {
             throw PushBodyError(.missing_field, field: "packageName", "packageName is missing")
@@ -290,6 +299,40 @@ public struct DeveloperNotification: Sendable, Equatable {
 }
 
 // MARK: - Decoding
+
+/// Whether every `\u` escape of a JSON text that already parsed is one
+/// PostgreSQL's jsonb takes: not `\u0000`, and a surrogate only as a high
+/// one followed by a low one. A backslash occurs only inside strings in
+/// valid JSON, so the bytes are read in order, each escape skipped whole.
+private func storableEscapes(_ json: [UInt8]) -> Bool {
+    func unit(at index: Int) -> Int? {
+        guard index + 6 <= json.count, json[index] == UInt8(ascii: "\\"), json[index + 1] == UInt8(ascii: "u"),
+              let value = Int(String(decoding: json[(index + 2)..<(index + 6)], as: UTF8.self), radix: 16)
+        else { return nil }
+        return value
+    }
+    var index = 0
+    while index < json.count {
+        guard json[index] == UInt8(ascii: "\\") else {
+            index += 1
+            continue
+        }
+        guard let value = unit(at: index) else {
+            index += 2
+            continue
+        }
+        switch value {
+        case 0, 0xDC00...0xDFFF:
+            return false
+        case 0xD800...0xDBFF:
+            guard let low = unit(at: index + 6), (0xDC00...0xDFFF).contains(low) else { return false }
+            index += 12
+        default:
+            index += 6
+        }
+    }
+    return true
+}
 
 /// A value that ends up in records and logs: non-empty, at most
 /// `charactersMax` bytes, visible ASCII only (no spaces or controls).
@@ -392,10 +435,12 @@ private struct NotificationBody: Decodable {
 }
 
 /// `eventTimeMillis`: Google sends a JSON string of decimal digits (an
-/// int64 in proto3 JSON); a JSON integer is accepted too. Not negative.
+/// int64 in proto3 JSON); a JSON integer is accepted too. Not negative, and
+/// not after the year 9999 (`GooglePlay.millisecondsMax`), so the ledger can
+/// store it.
 private struct Milliseconds: Decodable {
-    /// 16 digits reach past the year 300 000.
-    static let digitsMax = 16
+    /// 15 digits reach the year 9999.
+    static let digitsMax = 15
 
     let value: Int64
 
@@ -413,7 +458,7 @@ private struct Milliseconds: Decodable {
             }
             value = number
         }
-        guard value >= 0, value < 10_000_000_000_000_000 else {
+        guard value >= 0, value <= GooglePlay.millisecondsMax else {
             throw DecodingError.dataCorruptedError(in: container, debugDescription: "milliseconds out of range")
         }
     }

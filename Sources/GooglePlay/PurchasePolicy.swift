@@ -6,6 +6,10 @@ import Crypto
 ///
 /// The rules run in this order, and the first that fails decides the reason:
 ///
+/// 0. The product: when Google's answer names a `productId`, it is the
+///    Google Play id the purchase was looked up under, the catalog's for
+///    the requested product (`product_mismatch`). A token of a cheaper
+///    product must not buy a dearer one.
 /// 1. The purchase state: 2 pending is `purchase_pending` (the buyer has not
 ///    paid yet; the request can come again), 1 canceled is `revoked`, and a
 ///    state Google does not document is `malformed`.
@@ -88,13 +92,21 @@ public struct PurchasePolicy: Sendable {
     }
 
     /// Checks a purchase against a credit request and returns what to credit.
+    ///
+    /// `productID` is the Google Play product id the purchase was looked up
+    /// under.
     public func check(
         _ purchase: ProductPurchase,
+        productID: String,
         purchaseToken: String,
         userID: String,
         requestedFlowNo: String?,
         requestedQuantity: Int?
     ) throws(PurchaseRefusal) -> Accepted {
+        if let named = purchase.productId, named != productID {
+            throw PurchaseRefusal(PurchaseRefusal.productMismatch,
+                                  "Google Play says this purchase is of another product than the one requested")
+        }
         switch purchase.purchaseState {
         case ProductPurchase.statePurchased: break
         case ProductPurchase.statePending:
@@ -181,13 +193,16 @@ public struct PurchaseRefusal: Error, Sendable, Equatable, CustomStringConvertib
     public static let accountMismatch = "account_mismatch"
     /// The request's flowNO or quantity is not the purchase's.
     public static let transactionMismatch = "transaction_mismatch"
+    /// The purchase is of another Google Play product than the request's,
+    /// or the catalog cannot tell which of its products one is.
+    public static let productMismatch = "product_mismatch"
     /// Google's answer has a state or type Google does not document.
     public static let malformed = "malformed"
 
     /// Every reason, for fixed metric label sets.
     public static let allReasons = [
         purchasePending, revoked, notConsumable, environmentNotAllowed, quantityOutOfRange, accountMismatch,
-        transactionMismatch, malformed,
+        transactionMismatch, productMismatch, malformed,
     ]
 
     public init(_ reason: String, _ detail: String) {

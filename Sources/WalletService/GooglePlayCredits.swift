@@ -8,8 +8,10 @@ import WalletStore
 /// (purchases.products.get) and decides what it may be credited as: the
 /// flowNO (Google's orderId, or one derived from the token), the quantity
 /// and the environment. The purchase's product is the catalog's Google
-/// Play id for the requested product. Runs off the server threads: it
-/// waits on Google.
+/// Play id for the requested product, which must name that product alone
+/// (a Google id two active products share cannot tell which one was
+/// bought), and Google's answer must be about that id. Runs off the server
+/// threads: it waits on Google.
 struct GooglePlayCredits: Sendable {
     let client: PlayClient
     let policy: PurchasePolicy
@@ -25,8 +27,16 @@ struct GooglePlayCredits: Sendable {
     func verify(token: String, userID: UserID, productID: ProductID, requestedFlowNo: FlowNumber?,
                 requestedQuantity: Quantity?) throws -> Verified {
         let deadline = client.deadline()
-        guard let googleProductID = try ledger.googleProductID(of: productID, deadline: deadline) else {
+        guard let product = try ledger.googlePlayProduct(of: productID, deadline: deadline) else {
             throw WalletError.unknownProduct(productID.rawValue)
+        }
+        let googleProductID = product.googleProductID
+        guard product.activeProducts == 1 else {
+            logger.warning("a Google Play product id names more than one active product; its credits are refused",
+                           ["googleplay.product": googleProductID])
+            throw WalletError.verificationFailed(
+                reason: PurchaseRefusal.productMismatch,
+                detail: "the catalog gives this product's Google Play id to more than one active product")
         }
         let purchase: ProductPurchase
         do {
@@ -44,7 +54,7 @@ struct GooglePlayCredits: Sendable {
         }
         let accepted: PurchasePolicy.Accepted
         do {
-            accepted = try policy.check(purchase, purchaseToken: token, userID: userID.rawValue,
+            accepted = try policy.check(purchase, productID: googleProductID, purchaseToken: token, userID: userID.rawValue,
                                         requestedFlowNo: requestedFlowNo?.rawValue,
                                         requestedQuantity: requestedQuantity?.value)
         } catch {

@@ -8,50 +8,79 @@ import WalletStore
 /// Google Play's word on purchases, by push and by sweep, through one path:
 /// a void of a one-time product becomes a refund that converges on what
 /// Google reports voided (`wallet.apply_googleplay_voids`).
+///
+/// Google is the authority, never the push. A void is applied only as
+/// Google's voided-purchases list shows it (or, for a void of a whole
+/// credited purchase the list does not show yet, as `purchases.products.get`
+/// shows the purchase canceled). The list's entries have no refund type: an
+/// entry with `voidedQuantity` is a quantity-based partial refund of that
+/// many units, one without is a void of the whole purchase.
 struct GooglePlayVoids: Sendable {
     let client: PlayClient
     let ledger: Ledger
     let metrics: Metrics
     let logger: Logger
 
-    /// How far around a pushed void's event time the voided list is read
-    /// for its quantity.
+    /// How far before a pushed void's event time the voided list is read.
     static let pushLookBackSeconds = 3_600.0
+    /// Google lists 30 days of voids and refuses an older start time; a
+    /// little is kept back for clocks that differ.
+    static let listDaysMax = 30.0
+    static let listMarginSeconds = 300.0
     static let pagesMax = 1_000
 
-    /// The voids Google lists between `start` and `end`, by purchase token,
-    /// every page read; with `only`, that token's alone.
-    func voided(from start: Date, to end: Date?, only: String? = nil) throws(PlayAPIError) -> [String: [VoidedPurchase]] {
-        var byToken: [String: [VoidedPurchase]] = [:]
+    /// What the voided list held between two times: the entries taken, in
+    /// the order Google listed them, and those refused.
+    struct Listing: Sendable {
+        var purchases: [VoidedPurchase] = []
+        var refused: [VoidedEntryRefusal] = []
+    }
+
+    /// The voids Google lists between `start` and `end`, every page read;
+    /// with `only`, that token's alone.
+    func voided(from start: Date, to end: Date?, only: String? = nil) throws(PlayAPIError) -> Listing {
+        var listing = Listing()
         var pageToken: String?
         for _ in 0..<Self.pagesMax {
             let page = try client.voidedPurchases(startTime: start, endTime: end, pageToken: pageToken,
                                                   deadline: client.deadline())
-            for purchase in page.purchases where only == nil || purchase.purchaseToken == only {
-                byToken[purchase.purchaseToken, default: []].append(purchase)
-            }
-            guard let next = page.nextPageToken else { return byToken }
+            listing.purchases += page.purchases.filter { only == nil || $0.purchaseToken == only }
+            if only == nil { listing.refused += page.refused }
+            guard let next = page.nextPageToken else { return listing }
             pageToken = next
         }
         throw .malformedAnswer("the voided purchases list has more than \(Self.pagesMax) pages")
     }
 
+    /// A listed void as the ledger records it.
     static func void(_ purchase: VoidedPurchase, source: String) -> GooglePlayVoid {
-        let partial = purchase.refundType == 2 && purchase.voidedQuantity != nil
-        return GooglePlayVoid(voidedAtMilliseconds: purchase.voidedTimeMillis, refundType: partial ? 2 : 1,
-                              voidedQuantity: partial ? purchase.voidedQuantity : nil, orderID: purchase.orderId,
-                              source: source)
+        GooglePlayVoid(voidedAtMilliseconds: purchase.voidedTimeMillis, refundType: purchase.isPartial ? 2 : 1,
+                       voidedQuantity: purchase.voidedQuantity, orderID: purchase.orderId, source: source)
     }
 
-    /// Counts the coins applying voids took back.
-    func countRefunded(_ applied: GooglePlayApplied) {
+    /// The flowNO a listed void's purchase is (or would be) credited under.
+    static func flowNo(_ purchase: VoidedPurchase) -> String {
+        PurchasePolicy.flowNo(orderID: purchase.orderId, purchaseToken: purchase.purchaseToken)
+    }
+
+    /// Counts the coins applying voids took back, and how it ended.
+    func count(_ applied: GooglePlayApplied) {
         metrics.countCoins(.refunded, applied.refundedCoins)
+        if let outcome = Metrics.GoogleVoidOutcome(applied.outcome) { metrics.countGoogleVoids(outcome) }
     }
 }
 
 /// Sweeps Google Play's voided-purchases list (the last 30 days, which is
 /// all Google keeps) and applies every void of a one-time product, whether
 /// or not its notification arrived.
+///
+/// Each void is applied on its own, in the order Google voided them. One the
+/// database does not apply is logged and counted (`failed`), and the rest
+/// are still applied; the sweep's mark then stays at the last void applied
+/// before it, so the next sweep reads it again. An entry the service does
+/// not take at all (`VoidedPurchase.Unusable`) is logged and counted
+/// `refused`: reading it again would change nothing. The database out of
+/// reach stops the sweep, and its mark stays where it was.
 struct VoidedPurchasesSweep: MarkedSweep {
     let voids: GooglePlayVoids
 
@@ -60,24 +89,52 @@ struct VoidedPurchasesSweep: MarkedSweep {
     var firstSweepDays: Int { 30 }
 
     func sweep(from start: Date, to end: Date) throws(Reconciler.SweepError) -> Reconciler.Summary {
-        let byToken: [String: [VoidedPurchase]]
+        let listing: GooglePlayVoids.Listing
         do {
-            byToken = try voids.voided(from: start, to: end)
+            listing = try voids.voided(from: start, to: end)
         } catch {
             throw Reconciler.SweepError(description: "Google Play voided purchases: \(error.description)")
         }
         var summary = Reconciler.Summary()
-        for (token, purchases) in byToken.sorted(by: { $0.key < $1.key }) {
-            summary.seen += purchases.count
-            let flowNo = PurchasePolicy.flowNo(orderID: purchases.compactMap(\.orderId).first, purchaseToken: token)
+        for refusal in listing.refused {
+            summary.seen += 1
+            summary.refused += 1
+            summary.refusals.append("Google Play voided purchase refused: \(refusal.description)")
+            voids.metrics.countGoogleVoids(.refused)
+        }
+        var lastApplied: Int64?
+        var failedYet = false
+        // Stable: voids of one time keep Google's order.
+        let ordered = listing.purchases.enumerated().sorted {
+            ($0.element.voidedTimeMillis, $0.offset) < ($1.element.voidedTimeMillis, $1.offset)
+        }.map(\.element)
+        for purchase in ordered {
+            summary.seen += 1
             do {
                 let applied = try voids.ledger.applyGooglePlayVoids(
-                    flowNo: flowNo, purchaseToken: token, voids: purchases.map { GooglePlayVoids.void($0, source: "sweep") },
+                    flowNo: GooglePlayVoids.flowNo(purchase), purchaseToken: purchase.purchaseToken,
+                    voids: [GooglePlayVoids.void(purchase, source: "sweep")],
                     deadline: .now + .seconds(Reconciler.applySeconds))
-                voids.countRefunded(applied)
-                if ["refunded", "revoked"].contains(applied.outcome) { summary.applied += 1 } else { summary.already += 1 }
+                voids.count(applied)
+                if [.refunded, .revoked].contains(applied.outcome) { summary.applied += 1 } else { summary.already += 1 }
+                if !failedYet { lastApplied = purchase.voidedTimeMillis }
+            } catch WalletError.databaseUnavailable {
+                throw Reconciler.SweepError(description: "a Google Play void could not be applied: the database is unavailable")
             } catch {
-                throw Reconciler.SweepError(description: "a Google Play void could not be applied: \(String(describing: error))")
+                summary.failed += 1
+                let failure = "a Google Play void could not be applied (\(purchase.description)): \(String(describing: error))"
+                summary.failures.append(failure)
+                voids.metrics.countGoogleVoids(.failed)
+                voids.logger.warning("a Google Play void could not be applied; the next sweep tries it again",
+                                     ["googleplay.order_id": purchase.orderId ?? "none",
+                                      "googleplay.voided_at_ms": String(purchase.voidedTimeMillis),
+                                      "error": String(describing: error)])
+                if !failedYet {
+                    failedYet = true
+                    // Where the mark stays: the last void applied before this
+                    // one, or (none) the start, which never moves it back.
+                    summary.markMilliseconds = lastApplied ?? Int64(start.timeIntervalSince1970 * 1000)
+                }
             }
         }
         return summary
@@ -90,11 +147,17 @@ struct VoidedPurchasesSweep: MarkedSweep {
 /// Pub/Sub retries every answer that is not 2xx, so anything settled is
 /// 204: processed, a duplicate (by messageId), or ignored (another app's
 /// package). A bad token is 401 and a malformed body 400; Google's keys or
-/// API unreachable, or the ledger, 503, so the push comes again. The work
-/// (fetching Google's keys, reading the voided list, the database) runs on
-/// threads of its own, never on a server thread, and never on the App
-/// Store's: a push whose key is being fetched from Google waits there, and
-/// a full queue answers the push 503, which Pub/Sub retries.
+/// API unreachable, or the ledger, 503, so the push comes again.
+///
+/// A push is a hint: the OIDC token says Pub/Sub sent it, not what it says,
+/// so anyone holding one token could name any purchase token in a body. A
+/// pushed void is applied only as Google confirms it (`confirmedVoids`);
+/// until then it is 503 `void_not_confirmed`, and nothing is recorded, so
+/// Pub/Sub's retry is not a duplicate. The sweep finds it too. The work
+/// (fetching Google's keys, asking Google, the database) runs on threads of
+/// its own, never on a server thread, and never on the App Store's: a push
+/// whose key is being fetched from Google waits there, and a full queue
+/// answers the push 503, which Pub/Sub retries.
 struct GooglePlayNotificationsAPI: Sendable {
     let authenticator: PushAuthenticator?
     let voids: GooglePlayVoids?
@@ -169,9 +232,10 @@ struct GooglePlayNotificationsAPI: Sendable {
             record.purchaseToken = token
             record.orderID = orderID
             if productType == 2 {
-                record.flowNo = PurchasePolicy.flowNo(orderID: orderID, purchaseToken: token)
-                record.voids = try pushedVoids(token: token, orderID: orderID, refundType: refundType,
-                                               eventTime: notification.eventTime, voids: voids)
+                let confirmed = try confirmedVoids(token: token, refundType: refundType, eventTime: notification.eventTime,
+                                                   voids: voids, requestID: request.requestID, deadline: deadline)
+                record.flowNo = confirmed.flowNo
+                record.voids = confirmed.voids
             }
         case .oneTimeProduct(_, let token, _):
             record.purchaseToken = token
@@ -185,38 +249,87 @@ struct GooglePlayNotificationsAPI: Sendable {
             metrics.countGooglePlayNotification("error")
             throw error
         }
-        voids.countRefunded(applied)
-        metrics.countGooglePlayNotification(applied.outcome)
+        if record.voids != nil { voids.count(applied) }
+        metrics.countGooglePlayNotification(applied.outcome.rawValue)
         logger.info("Google Play notification applied", ["request.id": request.requestID, "googleplay.kind": record.kind,
-                                                         "googleplay.outcome": applied.outcome])
+                                                         "googleplay.outcome": applied.outcome.rawValue])
         return Response(status: 204)
     }
 
-    /// A full refund voids the whole purchase; a partial one's quantity is
-    /// read from the voided list around the event. When the list does not
-    /// show it yet, the push is answered 503 and comes again.
-    private func pushedVoids(token: String, orderID: String?, refundType: Int?, eventTime: Date,
-                             voids: GooglePlayVoids) throws -> [GooglePlayVoid] {
-        guard refundType == 2 else {
-            let milliseconds = Int64((eventTime.timeIntervalSince1970 * 1000).rounded())
-            return [GooglePlayVoid(voidedAtMilliseconds: milliseconds, refundType: 1, voidedQuantity: nil, orderID: orderID,
-                                   source: "push")]
-        }
+    /// Google's voids of a pushed purchase token, and the flowNO they are
+    /// filed under.
+    struct Confirmed {
+        var voids: [GooglePlayVoid]
+        var flowNo: String
+    }
+
+    /// What Google says of a pushed void. The voided list around the event
+    /// must show a void of the pushed kind for the token: a partial one
+    /// (with `voidedQuantity`) for `refundType` 2, a whole one otherwise;
+    /// then every void it lists for the token is applied. A whole void the
+    /// list does not show yet is confirmed by the purchase itself when the
+    /// token is credited and `purchases.products.get` shows it canceled.
+    /// Anything else is `void_not_confirmed`.
+    private func confirmedVoids(token: String, refundType: Int?, eventTime: Date, voids: GooglePlayVoids, requestID: String,
+                                deadline: ContinuousClock.Instant) throws -> Confirmed {
+        let partial = refundType == 2
+        let now = Date()
+        let start = min(max(eventTime.addingTimeInterval(-GooglePlayVoids.pushLookBackSeconds),
+                            now.addingTimeInterval(-GooglePlayVoids.listDaysMax * 86_400 + GooglePlayVoids.listMarginSeconds)),
+                        now.addingTimeInterval(-GooglePlayVoids.pushLookBackSeconds))
         let listed: [VoidedPurchase]
         do {
-            listed = try voids.voided(from: eventTime.addingTimeInterval(-GooglePlayVoids.pushLookBackSeconds), to: nil,
-                                      only: token)[token] ?? []
+            listed = try voids.voided(from: start, to: nil, only: token).purchases
         } catch {
             metrics.countGooglePlayNotification("error")
-            logger.warning("the voided purchases list could not be read for a pushed partial refund",
-                           ["error": error.description])
+            logger.warning("the voided purchases list could not be read for a pushed void", ["error": error.description])
             throw WalletError.verificationUnavailable
         }
-        let partial = listed.filter { $0.refundType == 2 && $0.voidedQuantity != nil }
-        guard !partial.isEmpty else {
+        if let shown = listed.first(where: { $0.isPartial == partial }) {
+            return Confirmed(voids: listed.map { GooglePlayVoids.void($0, source: "push") },
+                             flowNo: GooglePlayVoids.flowNo(shown))
+        }
+        if !partial, let canceled = try canceledPurchase(token: token, eventTime: eventTime, voids: voids, deadline: deadline) {
+            return canceled
+        }
+        metrics.countGooglePlayNotification("unconfirmed")
+        logger.warning("a pushed Google Play void is not confirmed by Google; nothing recorded",
+                       ["request.id": requestID, "googleplay.refund_type": refundType.map(String.init) ?? "none"])
+        throw GooglePlayPushError.voidNotConfirmed
+    }
+
+    /// A void of the whole purchase, as `purchases.products.get` shows it
+    /// (purchaseState 1, canceled) for a credited token; nil when the token
+    /// is not credited, or Google shows it otherwise.
+    private func canceledPurchase(token: String, eventTime: Date, voids: GooglePlayVoids,
+                                  deadline: ContinuousClock.Instant) throws -> Confirmed? {
+        let productID: String
+        do {
+            guard let credited = try voids.ledger.creditedGoogleProductID(purchaseToken: token, deadline: deadline) else {
+                return nil
+            }
+            productID = credited
+        } catch {
             metrics.countGooglePlayNotification("error")
-            throw WalletError.verificationUnavailable
+            throw error
         }
-        return partial.map { GooglePlayVoids.void($0, source: "push") }
+        let purchase: ProductPurchase
+        do {
+            purchase = try voids.client.productPurchase(productID: productID, token: token, deadline: voids.client.deadline())
+        } catch {
+            switch error {
+            case .notFound, .refused:
+                return nil
+            case .unavailable, .malformedAnswer:
+                metrics.countGooglePlayNotification("error")
+                logger.warning("Google Play could not be asked about a pushed void", ["error": error.description])
+                throw WalletError.verificationUnavailable
+            }
+        }
+        guard purchase.purchaseState == ProductPurchase.stateCanceled, purchase.productId.map({ $0 == productID }) ?? true
+        else { return nil }
+        let void = GooglePlayVoid(voidedAtMilliseconds: Int64((eventTime.timeIntervalSince1970 * 1000).rounded()),
+                                  refundType: 1, voidedQuantity: nil, orderID: purchase.orderId, source: "push")
+        return Confirmed(voids: [void], flowNo: PurchasePolicy.flowNo(orderID: purchase.orderId, purchaseToken: token))
     }
 }

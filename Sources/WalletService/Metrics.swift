@@ -96,13 +96,46 @@ final class Metrics: Sendable, StoreMetrics {
         var consumption: [String: UInt64] = [:]
         var googleConsumes: [String: UInt64] = [:]
         var googleNotifications: [String: UInt64] = [:]
+        var googleVoids: [String: UInt64] = [:]
+    }
+
+    /// How applying one Google Play void ended, for
+    /// `wallet_googleplay_voids_total`: each void the sweep reads, and each
+    /// push Google confirmed.
+    enum GoogleVoidOutcome: String, CaseIterable {
+        /// Coins were taken back.
+        case refunded
+        /// The credit was refunded already.
+        case alreadyRefunded = "already_refunded"
+        /// The credit already stood where the voids put it (a void seen again).
+        case unchanged
+        /// The purchase was never credited: kept, so a credit of it is refused.
+        case revoked
+        /// An entry of Google's list the service does not take (a token too
+        /// long, a quantity below 1): logged, not applied.
+        case refused
+        /// The database did not apply it (a check, a lock, a timeout):
+        /// logged, and tried again by the next sweep.
+        case failed
+
+        /// Nil for a notification's own outcomes: a notification recorded
+        /// without voids, or seen before, applied none.
+        init?(_ applied: GooglePlayApplied.Outcome) {
+            switch applied {
+            case .refunded: self = .refunded
+            case .alreadyRefunded: self = .alreadyRefunded
+            case .unchanged: self = .unchanged
+            case .revoked: self = .revoked
+            case .recorded, .duplicate: return nil
+            }
+        }
     }
 
     /// How a Google Play notification ended: what applying it did, or why
     /// it was not applied. Any other value counts as `other`.
     static let googleNotificationOutcomes: Set<String> = [
         "refunded", "already_refunded", "unchanged", "revoked", "recorded", "duplicate", "ignored", "unauthorized",
-        "malformed", "overloaded", "error", "other",
+        "malformed", "unconfirmed", "overloaded", "error", "other",
     ]
 
     /// The stores whose server APIs the service calls; each has its own
@@ -159,6 +192,7 @@ final class Metrics: Sendable, StoreMetrics {
             for outcome in ConsumptionOutcome.allCases { state.consumption[outcome.rawValue] = 0 }
             for outcome in ConsumptionOutcome.allCases { state.googleConsumes[outcome.rawValue] = 0 }
             for outcome in Self.googleNotificationOutcomes { state.googleNotifications[outcome] = 0 }
+            for outcome in GoogleVoidOutcome.allCases { state.googleVoids[outcome.rawValue] = 0 }
         }
     }
 
@@ -242,6 +276,12 @@ final class Metrics: Sendable, StoreMetrics {
     func countGooglePlayNotification(_ outcome: String) {
         let known = Self.googleNotificationOutcomes.contains(outcome) ? outcome : "other"
         state.withLock { $0.googleNotifications[known, default: 0] += 1 }
+    }
+
+    /// Counts Google Play voids by how applying them ended.
+    func countGoogleVoids(_ outcome: GoogleVoidOutcome, by count: Int = 1) {
+        guard count > 0 else { return }
+        state.withLock { $0.googleVoids[outcome.rawValue, default: 0] += UInt64(count) }
     }
 
     /// How a Google Play consume ended (the outcomes of Apple's consumption answers).
@@ -329,6 +369,9 @@ final class Metrics: Sendable, StoreMetrics {
         counters(&out, name: "wallet_googleplay_notifications_total",
                  help: "Google Play real-time developer notifications by outcome.",
                  label: "outcome", values: snapshot.googleNotifications)
+        counters(&out, name: "wallet_googleplay_voids_total",
+                 help: "Google Play voids by how applying them ended; failed ones are tried again by the next sweep.",
+                 label: "outcome", values: snapshot.googleVoids)
         counters(&out, name: "wallet_coins_total", help: "Coins moved by the service, by kind, counted after COMMIT.",
                  label: "kind", values: snapshot.coins)
         out += "# HELP wallet_ready 1 when the service is ready (as /readyz answers 200), else 0.\n"

@@ -126,6 +126,11 @@ enum GooglePlayPushError: Error, Equatable, ProblemConvertible {
     case unauthorized(reason: String)
     /// The body is not a Pub/Sub push of a developer notification.
     case malformed(detail: String)
+    /// A pushed void Google does not show (yet): not its voided-purchases
+    /// list, nor the purchase canceled. Nothing was recorded, so the push's
+    /// retry is processed afresh; the voided-purchases sweep finds the void
+    /// too once Google lists it.
+    case voidNotConfirmed
 
     var problem: Problem {
         switch self {
@@ -135,6 +140,10 @@ enum GooglePlayPushError: Error, Equatable, ProblemConvertible {
                     headers: [("WWW-Authenticate", "Bearer")])
         case .malformed(let detail):
             Problem(status: 400, code: "malformed_notification", title: "Malformed notification", detail: detail)
+        case .voidNotConfirmed:
+            Problem(status: 503, code: "void_not_confirmed", title: "Void not confirmed",
+                    detail: "Google does not show this purchase voided; nothing was recorded; push it again later",
+                    headers: [("Retry-After", "60")])
         }
     }
 }

@@ -29,17 +29,31 @@ struct Reconciler: Sendable {
         var applied = 0
         var already = 0
         var refused = 0
+        /// Items the database did not apply, to be tried again (Google Play
+        /// voids; the App Store sweep stops at its first instead).
+        var failed = 0
         /// notificationUUID (when readable) and reason of each refusal.
         var refusals: [String] = []
+        /// What each failure was, without tokens.
+        var failures: [String] = []
+        /// Where the sweep's mark may move, in epoch milliseconds, when not
+        /// to the end of its range: no further than the last item applied
+        /// before the first it could not apply, so the next sweep (which
+        /// starts an hour before the mark) reads that one again.
+        var markMilliseconds: Int64?
 
         var line: String { "seen=\(seen) applied=\(applied) already=\(already) refused=\(refused)" }
+        /// `line` and the failures, for a sweep that goes on past them.
+        var lineWithFailures: String { line + " failed=\(failed)" }
 
         mutating func add(_ other: Summary) {
             seen += other.seen
             applied += other.applied
             already += other.already
             refused += other.refused
+            failed += other.failed
             refusals += other.refusals
+            failures += other.failures
         }
     }
 
@@ -113,8 +127,10 @@ extension Reconciler {
 
     /// The scheduled sweep: under the sweeps' advisory lock `lockKey`, each
     /// sweep from an hour before its mark (or its `firstSweepDays` back)
-    /// until now; a mark moves only when its whole range was read. Nil when
-    /// another instance is sweeping.
+    /// until now; a mark moves only when its whole range was read, and then
+    /// to its end, or where the sweep says (`Summary.markMilliseconds`) when
+    /// something in the range must be read again. Nil when another instance
+    /// is sweeping.
     static func sweepSinceMarks(_ sweeps: [any MarkedSweep], lockKey: Int64, ledger: Ledger) throws -> Summary? {
         try ledger.withSweepLock(lockKey) { () throws -> Summary in
             var total = Summary()
@@ -126,8 +142,10 @@ extension Reconciler {
                     start = Date(timeIntervalSince1970: Double(mark) / 1000).addingTimeInterval(-Self.overlapSeconds)
                 }
                 start = max(start, oldest)
-                total.add(try sweep.sweep(from: start, to: end))
-                try ledger.advanceReconcileMark(sweep.markKey, toMilliseconds: Int64(end.timeIntervalSince1970 * 1000))
+                let summary = try sweep.sweep(from: start, to: end)
+                total.add(summary)
+                try ledger.advanceReconcileMark(sweep.markKey, toMilliseconds: summary.markMilliseconds
+                                                    ?? Int64(end.timeIntervalSince1970 * 1000))
             }
             return total
         }
@@ -182,7 +200,7 @@ final class ReconcileSchedule: Sendable {
                 return
             }
             for refusal in summary.refusals { logger.warning(refusal) }
-            logger.info(name, ["reconcile.summary": summary.line])
+            logger.info(name, ["reconcile.summary": summary.failed > 0 ? summary.lineWithFailures : summary.line])
         } catch {
             logger.warning("\(name) failed; the next sweep covers this one's range", ["error": String(describing: error)])
         }
@@ -192,10 +210,14 @@ final class ReconcileSchedule: Sendable {
 /// `wallet appstore reconcile`, on the service's own parts.
 public enum ReconcileCommand {
     public struct Run: Sendable {
-        /// `seen=N applied=N already=N refused=N`.
+        /// `seen=N applied=N already=N refused=N` (and ` failed=N` for
+        /// Google Play's voids).
         public var summaryLine: String
-        /// One line per refused notification.
+        /// One line per refused notification or voided-purchases entry.
         public var refusals: [String]
+        /// One line per void the database did not apply (the next run tries
+        /// it again): exit 1, the rest applied.
+        public var failures: [String] = []
         /// Set when the API or the database could not be read: exit 1.
         public var failure: String?
     }
@@ -235,29 +257,30 @@ public enum ReconcileCommand {
                                                                      logger: logger))
             let oldest = Date().addingTimeInterval(-Double(sweep.historyDaysMax - 1) * 86_400)
             return try Self.sweep([sweep], lockKey: Ledger.voidedSweepLockKey, since: since.map { max($0, oldest) },
-                                  until: nil, ledger: ledger)
+                                  until: nil, ledger: ledger, line: \.lineWithFailures)
         }
     }
 
     /// With `since`, the range `since`…`until` (default now) and no mark
     /// moves; without it, the scheduled sweep's range, and the marks move on
     /// success.
-    private static func sweep(_ sweeps: [any MarkedSweep], lockKey: Int64, since: Date?, until: Date?,
-                              ledger: Ledger) throws -> Run {
+    /// The summary is printed as `line` says.
+    private static func sweep(_ sweeps: [any MarkedSweep], lockKey: Int64, since: Date?, until: Date?, ledger: Ledger,
+                              line: (Reconciler.Summary) -> String = \.line) throws -> Run {
         do {
             var summary = Reconciler.Summary()
             if let since {
                 for sweep in sweeps { summary.add(try sweep.sweep(from: since, to: until ?? Date())) }
             } else {
                 guard let swept = try Reconciler.sweepSinceMarks(sweeps, lockKey: lockKey, ledger: ledger) else {
-                    return Run(summaryLine: summary.line, refusals: [],
+                    return Run(summaryLine: line(summary), refusals: [],
                                failure: "another instance is sweeping now; try again, or pass --since")
                 }
                 summary = swept
             }
-            return Run(summaryLine: summary.line, refusals: summary.refusals, failure: nil)
+            return Run(summaryLine: line(summary), refusals: summary.refusals, failures: summary.failures, failure: nil)
         } catch let error as Reconciler.SweepError {
-            return Run(summaryLine: Reconciler.Summary().line, refusals: [], failure: error.description)
+            return Run(summaryLine: line(Reconciler.Summary()), refusals: [], failure: error.description)
         }
     }
 

@@ -1,3 +1,4 @@
+import GooglePlay
 import HTTPServer
 import WalletCore
 
@@ -60,9 +61,10 @@ struct CreditBody: RequestBody {
 
 extension CreditBody {
     /// Google's purchase tokens are long runs of letters, digits, `.`, `_`
-    /// and `-`; `:` is allowed for tokens of test tools.
+    /// and `-`; `:` is allowed for tokens of test tools. At most as long as
+    /// the ledger stores (`GooglePlay.purchaseTokenBytesMax`).
     static func isPurchaseToken(_ text: String) -> Bool {
-        (1...1_024).contains(text.utf8.count) && text.utf8.allSatisfy { byte in
+        (1...GooglePlay.purchaseTokenBytesMax).contains(text.utf8.count) && text.utf8.allSatisfy { byte in
             switch byte {
             case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
                  UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"),

@@ -122,8 +122,12 @@ struct WalletAPI: Sendable {
             guard let expected = result.expectedAmount else { throw LedgerStore.StoreError.missingColumn("expected_amount") }
             throw WalletError.amountMismatch(expected: expected)
         case .revoked:
-            throw WalletError.verificationFailed(reason: "revoked",
-                                                 detail: "Apple refunded this transaction; it cannot be credited")
+            // A Google Play purchase is revoked by Google's void of its token;
+            // any other by Apple's refund of its flowNO.
+            throw WalletError.verificationFailed(
+                reason: "revoked",
+                detail: operation.purchaseToken != nil ? "Google Play voided this purchase; it cannot be credited"
+                    : "Apple refunded this transaction; it cannot be credited")
         }
     }
 

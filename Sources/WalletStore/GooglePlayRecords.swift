@@ -2,22 +2,49 @@ import Foundation
 import Postgres
 public import WalletCore
 
-/// What Google Play credits read from the ledger before Google is asked.
+/// A catalog product as Google Play knows it.
+public struct GooglePlayProduct: Sendable, Equatable {
+    /// Its Google Play id: the catalog's own id unless it names another.
+    public var googleProductID: String
+    /// How many active products have that Google Play id, this one included.
+    /// More than one is a catalog a purchase cannot be matched against.
+    public var activeProducts: Int
+}
+
+/// What Google Play credits and voids read from the ledger before Google is asked.
 extension LedgerStore {
-    /// The product's Google Play id (its own id unless the catalog names
-    /// another), or nil when it is not an active product.
-    static func googleProductID(of productID: ProductID, on connection: Connection) throws -> String? {
+    /// The active product's Google Play id, and how many active products
+    /// share it; nil when it is not an active product.
+    static func googlePlayProduct(of productID: ProductID, on connection: Connection) throws -> GooglePlayProduct? {
         try connection.prepared("""
-            SELECT coalesce(google_product_id, product_id) FROM wallet.products
-            WHERE product_id = \(productID.rawValue) AND active
-            """).single.map { try $0.decode(String.self, at: 0) }
+            SELECT coalesce(p.google_product_id, p.product_id),
+                   (SELECT count(*) FROM wallet.products q
+                    WHERE q.active AND coalesce(q.google_product_id, q.product_id) = coalesce(p.google_product_id, p.product_id))
+            FROM wallet.products p
+            WHERE p.product_id = \(productID.rawValue) AND p.active
+            """).single.map {
+            GooglePlayProduct(googleProductID: try $0.decode(String.self, at: 0), activeProducts: try $0.decode(Int.self, at: 1))
+        }
     }
 
+    /// The Google Play id of the product a purchase token is credited as
+    /// (active or not), or nil when the token was never credited.
+    static func creditedGoogleProductID(purchaseToken: String, on connection: Connection) throws -> String? {
+        try connection.prepared("""
+            SELECT coalesce(p.google_product_id, p.product_id)
+            FROM wallet.credits c JOIN wallet.products p ON p.product_id = c.product_id
+            WHERE c.purchase_token = \(purchaseToken)
+            """).single.map { try $0.decode(String.self, at: 0) }
+    }
 }
 
 extension Ledger {
-    public func googleProductID(of productID: ProductID, deadline: ContinuousClock.Instant) throws -> String? {
-        try reads.run(deadline: deadline) { try LedgerStore.googleProductID(of: productID, on: $0) }
+    public func googlePlayProduct(of productID: ProductID, deadline: ContinuousClock.Instant) throws -> GooglePlayProduct? {
+        try reads.run(deadline: deadline) { try LedgerStore.googlePlayProduct(of: productID, on: $0) }
+    }
+
+    public func creditedGoogleProductID(purchaseToken: String, deadline: ContinuousClock.Instant) throws -> String? {
+        try reads.run(deadline: deadline) { try LedgerStore.creditedGoogleProductID(purchaseToken: purchaseToken, on: $0) }
     }
 
     public func credit(purchaseToken: String, deadline: ContinuousClock.Instant) throws -> LedgerStore.Credit? {
@@ -64,8 +91,25 @@ public struct GooglePlayVoid: Sendable, Equatable {
 
 /// What applying Google's word on a purchase did.
 public struct GooglePlayApplied: Sendable, Equatable {
-    /// `refunded`, `already_refunded`, `unchanged`, `revoked`, `recorded` or `duplicate`.
-    public var outcome: String
+    /// What `wallet.apply_googleplay_voids` or
+    /// `wallet.apply_googleplay_notification` answered.
+    public enum Outcome: String, Sendable, CaseIterable {
+        /// A refund entry was written.
+        case refunded
+        /// The credit was refunded already: nothing left to refund.
+        case alreadyRefunded = "already_refunded"
+        /// The credit already stands where the voids put it.
+        case unchanged
+        /// The token was never credited: the voids are kept, and a later
+        /// credit of it is refused as revoked.
+        case revoked
+        /// A notification kept without a balance change.
+        case recorded
+        /// A notification recorded before (by its messageId).
+        case duplicate
+    }
+
+    public var outcome: Outcome
     public var entryID: Int64?
     /// Coins this call refunded.
     public var refundedCoins: Int64
@@ -120,8 +164,10 @@ extension LedgerStore {
     }
 
     private static func applied(_ row: Row) throws -> GooglePlayApplied {
-        GooglePlayApplied(outcome: try row.decode(String.self, at: 0), entryID: try row.decodeIfPresent(Int64.self, at: 1),
-                          refundedCoins: try row.decodeIfPresent(Int64.self, at: 2) ?? 0)
+        let text = try row.decode(String.self, at: 0)
+        guard let outcome = GooglePlayApplied.Outcome(rawValue: text) else { throw StoreError.unknownOutcome(text) }
+        return GooglePlayApplied(outcome: outcome, entryID: try row.decodeIfPresent(Int64.self, at: 1),
+                                 refundedCoins: try row.decodeIfPresent(Int64.self, at: 2) ?? 0)
     }
 }
 

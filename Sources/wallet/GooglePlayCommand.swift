@@ -10,10 +10,13 @@ enum GooglePlayCommand {
 
         reconcile    reads Google Play's voided purchases and applies every void
                      of a one-time product, as if pushed; prints
-                     seen=N applied=N already=N refused=N. Without --since it
-                     covers the time since the last sweep (minus an hour), or
-                     the last 30 days (all Google keeps), and records how far it
-                     got. Exit 0 when Google could be read; 1 when not.
+                     seen=N applied=N already=N refused=N failed=N. Without
+                     --since it covers the time since the last sweep (minus an
+                     hour), or the last 30 days (all Google keeps), and records
+                     how far it got: up to the first void the database did not
+                     apply, which the next run tries again (the others are
+                     applied). Exit 0 when every void was applied; 1 when Google
+                     could not be read, or a void failed (each named on stderr).
 
         consumption  lists the consumes of credited Google Play purchases, sent
                      or due, newest first: each purchase is consumed once it is
@@ -48,12 +51,14 @@ extension GooglePlayCommand {
         } catch let error as Configuration.ConfigurationError {
             throw UsageError(message: "configuration: \(error.description)")
         }
+        for refusal in run.refusals { WalletCommand.printError(refusal) }
+        for failure in run.failures { WalletCommand.printError(failure) }
         print(run.summaryLine)
         if let failure = run.failure {
             WalletCommand.printError("reconcile failed: \(failure)")
             return 1
         }
-        return 0
+        return run.failures.isEmpty ? 0 : 1
     }
 }
 

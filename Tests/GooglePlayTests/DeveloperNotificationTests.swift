@@ -224,12 +224,59 @@ struct DeveloperNotificationTests {
         var notification = Self.notification(["testNotification": [:]])
         notification["eventTimeMillis"] = nil
         #expect(Self.refusal(Self.body(notification: notification))?.field == "message.data.eventTimeMillis")
-        let values: [Any] = ["", "12a", "-5", -5, 1.5, "99999999999999999", true, ["1"]]
+        // After the year 9999 the ledger could not store it, as a string or a number.
+        let values: [Any] = ["", "12a", "-5", -5, 1.5, "99999999999999999", "253402300800000", 253_402_300_800_000,
+                             "9999999999999999", true, ["1"]]
         for value in values {
             notification["eventTimeMillis"] = value
             let error = Self.refusal(Self.body(notification: notification))
             #expect(error?.reason == .invalid_field, "\(value)")
             #expect(error?.field == "message.data.eventTimeMillis")
+        }
+        for value: Any in ["253402300799999", 253_402_300_799_999, "0"] {
+            notification["eventTimeMillis"] = value
+            #expect(Self.refusal(Self.body(notification: notification)) == nil, "\(value)")
+        }
+    }
+
+    /// The notification is kept as a jsonb value, which holds no NUL and no
+    /// unpaired surrogate: such escapes are refused, anywhere in it.
+    @Test func escapesTheLedgerCannotStoreAreRefused() throws {
+        func data(_ member: String) -> String {
+            Base64.encode(Array((#"{"version":"1.0","packageName":"\#(Self.packageName)","eventTimeMillis":"1","#
+                + member + #","testNotification":{"version":"1.0"}}"#).utf8))
+        }
+        for member in [#""x":"a\u0000b""#, #""x":"\ud800""#, #""x":"\udc00""#, #""x":"\ud800\u0041""#,
+                       #""x\u0000":1"#, #""x":["\uDBFF"]"#] {
+            let error = Self.refusal(Self.body(data: data(member)))
+            #expect(error?.reason == .invalid_field, "\(member)")
+            #expect(error?.field == "message.data", "\(member)")
+        }
+        for member in [#""x":"\\u0000""#, #""x":"\ud83d\ude00""#, #""x":"\u00e9\n\"""#, #""x":"\\\ud83d\ude00""#] {
+            #expect(Self.refusal(Self.body(data: data(member))) == nil, "\(member)")
+        }
+    }
+
+    @Test func tokensAndOrderIDsLongerThanTheLedgerHoldsAreRefused() throws {
+        let token = String(repeating: "t", count: GooglePlay.purchaseTokenBytesMax)
+        let orderID = String(repeating: "1", count: GooglePlay.orderIDBytesMax)
+        let longest = try PushMessage.parse(Self.body(notification: Self.notification([
+            "voidedPurchaseNotification": ["purchaseToken": token, "orderId": orderID, "productType": 2],
+        ])))
+        #expect(longest.notification.kind == .voidedPurchase(purchaseToken: token, orderID: orderID, productType: 2,
+                                                             refundType: nil))
+        let cases: [([String: Any], String)] = [
+            (["voidedPurchaseNotification": ["purchaseToken": token + "t", "productType": 2]],
+             "voidedPurchaseNotification.purchaseToken"),
+            (["voidedPurchaseNotification": ["purchaseToken": "t", "orderId": orderID + "1", "productType": 2]],
+             "voidedPurchaseNotification.orderId"),
+            (["oneTimeProductNotification": ["notificationType": 1, "purchaseToken": token + "t"]],
+             "oneTimeProductNotification.purchaseToken"),
+        ]
+        for (kind, field) in cases {
+            let error = Self.refusal(Self.body(notification: Self.notification(kind)))
+            #expect(error?.reason == .invalid_field, "\(field)")
+            #expect(error?.field == "message.data." + field)
         }
     }
 

@@ -206,7 +206,7 @@ struct PlayClientTests {
                                      voidedTimeMillis: now - Int64(20 - index) * hour))
         }
         rig.fake.addVoided(.init(purchaseToken: "partial", orderId: "GPA.9", voidedTimeMillis: now - 2 * hour,
-                                 refundType: 2, voidedQuantity: 2))
+                                 voidedQuantity: 2))
         // Outside the window, and a subscription: neither is listed.
         rig.fake.addVoided(.init(purchaseToken: "early", orderId: "GPA.8", voidedTimeMillis: now - 30 * hour))
         rig.fake.addVoided(.init(purchaseToken: "subscription", orderId: "GPA.7", voidedTimeMillis: now - hour,
@@ -225,10 +225,11 @@ struct PlayClientTests {
         let all = pages.flatMap(\.purchases)
         #expect(all.map(\.purchaseToken) == ["v0", "v1", "v2", "v3", "v4", "partial"])
         let partial = try #require(all.last)
-        #expect(partial.refundType == VoidedPurchase.refundTypeQuantityBasedPartial)
+        #expect(partial.isPartial)
         #expect(partial.voidedQuantity == 2)
         #expect(partial.voidedTimeMillis == now - 2 * hour)
-        #expect(all.first?.refundType == VoidedPurchase.refundTypeFull)
+        #expect(all.first?.isPartial == false)
+        #expect(all.first?.voidedQuantity == nil)
         #expect(all.first?.orderId == "GPA.0000-0000-0000-00000")
         #expect(!"\(partial)".contains("partial"))
 
@@ -248,8 +249,7 @@ struct PlayClientTests {
         defer { fake.stop() }
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         fake.addVoided(.init(purchaseToken: "full", orderId: "GPA.1", voidedTimeMillis: now - 1_000))
-        fake.addVoided(.init(purchaseToken: "partial", orderId: "GPA.2", voidedTimeMillis: now - 500, refundType: 2,
-                             voidedQuantity: 1))
+        fake.addVoided(.init(purchaseToken: "partial", orderId: "GPA.2", voidedTimeMillis: now - 500, voidedQuantity: 1))
         let accessToken = try AccessTokens(account: fake.account).token(deadline: .now + .seconds(5))
         func list(_ query: String) throws -> (status: Int, tokens: [String]) {
             let url = try #require(URL(string: fake.apiURL.absoluteString
@@ -260,6 +260,14 @@ struct PlayClientTests {
                 request, responseBytesMax: 1 << 20, deadline: .now + .seconds(5)) else {
                 Issue.record("no answer")
                 return (0, [])
+            }
+            if status == 200 {
+                // Exactly the members Google documents for a VoidedPurchase.
+                let object = try JSONSerialization.jsonObject(with: body) as? [String: Any]
+                for entry in object?["voidedPurchases"] as? [[String: Any]] ?? [] {
+                    #expect(Set(entry.keys).isSubset(of: Self.voidedPurchaseMembers), "\(entry.keys.sorted())")
+                    #expect(entry["refundType"] == nil)
+                }
             }
             let page = try? JSONDecoder().decode(VoidedPage.self, from: body)
             return (status, page?.purchases.map(\.purchaseToken) ?? [])
@@ -273,6 +281,66 @@ struct PlayClientTests {
         #expect(try list("startTime=\(start)&endTime=\(now + 3_600_000)").status == 400)
         #expect(try list("startTime=\(start)&maxResults=1001").status == 400)
         #expect(try list("startTime=\(start)&token=made-up").status == 400)
+    }
+
+    /// purchases.voidedpurchases: the VoidedPurchase resource's members
+    /// (https://developers.google.com/android-publisher/api-ref/rest/v3/purchases.voidedpurchases).
+    static let voidedPurchaseMembers: Set<String> = [
+        "kind", "purchaseToken", "purchaseTimeMillis", "voidedTimeMillis", "orderId", "voidedSource", "voidedReason",
+        "voidedQuantity",
+    ]
+
+    @Test func anEntryTheLedgerCannotHoldIsRefusedAndTheRestOfThePageIsRead() throws {
+        func entry(_ token: String = "tok", orderID: String? = "GPA.1", voided: String = "\"1764700000000\"",
+                   quantity: String? = nil) -> String {
+            var members = [#""kind":"androidpublisher#voidedPurchase""#, #""purchaseToken":"\#(token)""#,
+                           #""purchaseTimeMillis":"1764600000000""#, #""voidedTimeMillis":\#(voided)"#,
+                           #""voidedSource":0"#, #""voidedReason":1"#]
+            if let orderID { members.append(#""orderId":"\#(orderID)""#) }
+            if let quantity { members.append(#""voidedQuantity":\#(quantity)"#) }
+            return "{" + members.joined(separator: ",") + "}"
+        }
+        let longestToken = String(repeating: "t", count: GooglePlay.purchaseTokenBytesMax)
+        let entries = [
+            entry("good-1"),
+            entry(String(repeating: "t", count: GooglePlay.purchaseTokenBytesMax + 1)),
+            entry(""),
+            entry("has space"),
+            entry(orderID: String(repeating: "1", count: GooglePlay.orderIDBytesMax + 1)),
+            entry(voided: "\"253402300800000\""),
+            entry(voided: "\"-1\""),
+            entry(quantity: "0"),
+            entry(quantity: "-3"),
+            entry(quantity: "2147483648"),
+            entry(quantity: "\"two\""),
+            #"{"purchaseToken":"no-time"}"#,
+            "7",
+            entry(longestToken, orderID: String(repeating: "1", count: GooglePlay.orderIDBytesMax), quantity: "11"),
+            entry("good-2", orderID: "", voided: "\"253402300799999\"", quantity: "2147483647"),
+        ]
+        let body = #"{"voidedPurchases":["# + entries.joined(separator: ",") + #"],"tokenPagination":{"nextPageToken":"n"}}"#
+        let page = try JSONDecoder().decode(VoidedPage.self, from: Data(body.utf8))
+        #expect(page.purchases.map(\.purchaseToken) == ["good-1", longestToken, "good-2"])
+        #expect(page.purchases[1].voidedQuantity == 11, "more than a credit takes, but a void of it is recorded")
+        #expect(page.purchases[2].orderId == nil, "an empty orderId is none")
+        #expect(page.nextPageToken == "n")
+        #expect(page.refused.map(\.index) == Array(1...12))
+        #expect(page.refused.map(\.reason) == [
+            "purchaseToken is empty, longer than 1024 bytes, or not visible ASCII",
+            "purchaseToken is empty, longer than 1024 bytes, or not visible ASCII",
+            "purchaseToken is empty, longer than 1024 bytes, or not visible ASCII",
+            "orderId is longer than 128 bytes, or not visible ASCII",
+            "voidedTimeMillis is before 1970 or after the year 9999",
+            "voidedTimeMillis is before 1970 or after the year 9999",
+            "voidedQuantity is below 1 or above 2147483647",
+            "voidedQuantity is below 1 or above 2147483647",
+            "voidedQuantity is below 1 or above 2147483647",
+            "voidedQuantity has the wrong type",
+            "no voidedTimeMillis",
+            "not a JSON object",
+        ])
+        #expect(page.refused[0].voidedTimeMillis == 1_764_700_000_000)
+        #expect(page.refused.allSatisfy { !$0.description.contains("ttttt") })
     }
 
     @Test func aPageThatNamesItselfAsNextIsMalformed() throws {

@@ -6,6 +6,7 @@ struct PurchasePolicyTests {
     private static let token = "opaque-purchase-token.AO-J1Oz"
     private static let userID = "user-42"
     private static let userAccountID = SHA256.hex(Array("user-42".utf8))
+    private static let productID = "coins_600"
 
     private static func purchase(state: Int = 0, type: Int? = nil, orderID: String? = "GPA.1234-5678-9012-34567",
                                  quantity: Int? = nil, accountID: String? = nil) -> ProductPurchase {
@@ -14,9 +15,9 @@ struct PurchasePolicyTests {
     }
 
     private static func refusal(_ purchase: ProductPurchase, policy: PurchasePolicy = PurchasePolicy(),
-                                flowNo: String? = nil, quantity: Int? = nil) -> String? {
+                                productID: String = productID, flowNo: String? = nil, quantity: Int? = nil) -> String? {
         do {
-            _ = try policy.check(purchase, purchaseToken: token, userID: userID, requestedFlowNo: flowNo,
+            _ = try policy.check(purchase, productID: productID, purchaseToken: token, userID: userID, requestedFlowNo: flowNo,
                                  requestedQuantity: quantity)
             return nil
         } catch {
@@ -26,10 +27,10 @@ struct PurchasePolicyTests {
     }
 
     @Test func aPaidPurchaseIsCreditedUnderItsOrderID() throws {
-        let accepted = try PurchasePolicy().check(Self.purchase(), purchaseToken: Self.token, userID: Self.userID,
+        let accepted = try PurchasePolicy().check(Self.purchase(), productID: Self.productID, purchaseToken: Self.token, userID: Self.userID,
                                                   requestedFlowNo: nil, requestedQuantity: nil)
         #expect(accepted == .init(flowNo: "GPA.1234-5678-9012-34567", quantity: 1, environment: "Production"))
-        let stated = try PurchasePolicy().check(Self.purchase(quantity: 3), purchaseToken: Self.token,
+        let stated = try PurchasePolicy().check(Self.purchase(quantity: 3), productID: Self.productID, purchaseToken: Self.token,
                                                 userID: Self.userID, requestedFlowNo: "GPA.1234-5678-9012-34567",
                                                 requestedQuantity: 3)
         #expect(stated == .init(flowNo: "GPA.1234-5678-9012-34567", quantity: 3, environment: "Production"))
@@ -47,7 +48,7 @@ struct PurchasePolicyTests {
     }
 
     @Test func aPromoWithoutOrderIDIsCreditedUnderTheDerivedFlowNo() throws {
-        let accepted = try PurchasePolicy().check(Self.purchase(type: 1, orderID: nil), purchaseToken: Self.token,
+        let accepted = try PurchasePolicy().check(Self.purchase(type: 1, orderID: nil), productID: Self.productID, purchaseToken: Self.token,
                                                   userID: Self.userID, requestedFlowNo: nil, requestedQuantity: nil)
         #expect(accepted.flowNo == PurchasePolicy.flowNo(orderID: nil, purchaseToken: Self.token))
         #expect(accepted.environment == "Promo")
@@ -72,7 +73,7 @@ struct PurchasePolicyTests {
         #expect(Self.refusal(Self.purchase(type: 0)) == "environment_not_allowed")
         #expect(Self.refusal(Self.purchase(type: 7)) == "malformed")
         let tests = PurchasePolicy(allowTestPurchases: true)
-        let accepted = try tests.check(Self.purchase(type: 0), purchaseToken: Self.token, userID: Self.userID,
+        let accepted = try tests.check(Self.purchase(type: 0), productID: Self.productID, purchaseToken: Self.token, userID: Self.userID,
                                        requestedFlowNo: nil, requestedQuantity: nil)
         #expect(accepted.environment == "Test")
         // Allowing tests does not allow rewarded products.
@@ -88,7 +89,7 @@ struct PurchasePolicyTests {
         #expect(Self.refusal(Self.purchase(quantity: 0)) == "quantity_out_of_range")
         #expect(Self.refusal(Self.purchase(quantity: -1)) == "quantity_out_of_range")
         // Absent is 1.
-        let accepted = try PurchasePolicy().check(Self.purchase(quantity: nil), purchaseToken: Self.token,
+        let accepted = try PurchasePolicy().check(Self.purchase(quantity: nil), productID: Self.productID, purchaseToken: Self.token,
                                                   userID: Self.userID, requestedFlowNo: nil, requestedQuantity: 1)
         #expect(accepted.quantity == 1)
         // Before the account.
@@ -122,6 +123,20 @@ struct PurchasePolicyTests {
         #expect(Self.refusal(Self.purchase(quantity: 3), quantity: 3) == nil)
     }
 
+    @Test func aPurchaseOfAnotherProductIsRefusedBeforeAnythingElse() {
+        var other = Self.purchase()
+        other.productId = "coins_100"
+        #expect(Self.refusal(other) == "product_mismatch")
+        // First: even a canceled purchase of another product is a mismatch.
+        other.purchaseState = ProductPurchase.stateCanceled
+        #expect(Self.refusal(other) == "product_mismatch")
+        var same = Self.purchase()
+        same.productId = Self.productID
+        #expect(Self.refusal(same) == nil)
+        // Google may leave productId out: then there is nothing to compare.
+        #expect(Self.refusal(Self.purchase()) == nil)
+    }
+
     @Test func aConsumedPurchaseIsStillCredited() {
         var consumed = Self.purchase()
         consumed.consumptionState = 1
@@ -131,7 +146,7 @@ struct PurchasePolicyTests {
     @Test func theReasonsAreTheDocumentedCodes() {
         #expect(PurchaseRefusal.allReasons == [
             "purchase_pending", "revoked", "not_consumable", "environment_not_allowed", "quantity_out_of_range",
-            "account_mismatch", "transaction_mismatch", "malformed",
+            "account_mismatch", "transaction_mismatch", "product_mismatch", "malformed",
         ])
         #expect("\(PurchaseRefusal(PurchaseRefusal.revoked, "why"))" == "revoked: why")
     }

@@ -108,7 +108,16 @@ public final class FakeGooglePlay: Sendable {
         }
     }
 
-    /// A voided purchase as the test sets it.
+    /// A voided purchase as the test sets it, rendered as Google's
+    /// `VoidedPurchase` resource: exactly its eight members (`kind`,
+    /// `purchaseToken`, `purchaseTimeMillis`, `voidedTimeMillis`, `orderId`,
+    /// `voidedSource`, `voidedReason`, `voidedQuantity`), int64 members as
+    /// strings, absent ones left out
+    /// (https://developers.google.com/android-publisher/api-ref/rest/v3/purchases.voidedpurchases).
+    /// There is no refund type: an entry with `voidedQuantity` is a
+    /// quantity-based partial refund, listed only when the request sets
+    /// `includeQuantityBasedPartialRefund=true`; one without voids the whole
+    /// purchase.
     public struct Voided: Sendable {
         public var purchaseToken: String
         public var orderId: String?
@@ -116,34 +125,38 @@ public final class FakeGooglePlay: Sendable {
         public var voidedTimeMillis: Int64
         public var voidedSource: Int
         public var voidedReason: Int
-        /// 1 full, 2 quantity-based partial.
-        public var refundType: Int
+        /// Set for a quantity-based partial refund: how many units it voided.
         public var voidedQuantity: Int?
-        /// Listed only with `type=1`.
+        /// Listed only with `type=1`. Not a member of the resource.
         public var isSubscription: Bool
 
-        public init(purchaseToken: String, orderId: String?, voidedTimeMillis: Int64, refundType: Int = 1,
-                    voidedQuantity: Int? = nil, voidedSource: Int = 0, voidedReason: Int = 1,
-                    isSubscription: Bool = false) {
+        public init(purchaseToken: String, orderId: String?, voidedTimeMillis: Int64, voidedQuantity: Int? = nil,
+                    voidedSource: Int = 0, voidedReason: Int = 1, isSubscription: Bool = false) {
             self.purchaseToken = purchaseToken
             self.orderId = orderId
             self.purchaseTimeMillis = voidedTimeMillis - 86_400_000
             self.voidedTimeMillis = voidedTimeMillis
             self.voidedSource = voidedSource
             self.voidedReason = voidedReason
-            self.refundType = refundType
             self.voidedQuantity = voidedQuantity
             self.isSubscription = isSubscription
         }
+
+        /// The documented members, and only those.
+        static let members: Set<String> = [
+            "kind", "purchaseToken", "purchaseTimeMillis", "voidedTimeMillis", "orderId", "voidedSource", "voidedReason",
+            "voidedQuantity",
+        ]
 
         var json: [String: Any] {
             var object: [String: Any] = [
                 "kind": "androidpublisher#voidedPurchase", "purchaseToken": purchaseToken,
                 "purchaseTimeMillis": String(purchaseTimeMillis), "voidedTimeMillis": String(voidedTimeMillis),
-                "voidedSource": voidedSource, "voidedReason": voidedReason, "refundType": refundType,
+                "voidedSource": voidedSource, "voidedReason": voidedReason,
             ]
             if let orderId { object["orderId"] = orderId }
             if let voidedQuantity { object["voidedQuantity"] = voidedQuantity }
+            precondition(Set(object.keys).isSubset(of: Self.members), "a voided purchase member Google does not document")
             return object
         }
     }
@@ -581,7 +594,7 @@ private final class Core: Sendable {
         let (page, nextToken) = state.withLock { state -> ([FakeGooglePlay.Voided], String?) in
             let matching = state.voided.filter { voided in
                 (cursor.includeSubscriptions || !voided.isSubscription)
-                    && (cursor.includePartialRefunds || voided.refundType != 2)
+                    && (cursor.includePartialRefunds || voided.voidedQuantity == nil)
                     && cursor.startMilliseconds <= voided.voidedTimeMillis
                     && voided.voidedTimeMillis <= cursor.endMilliseconds
             }.sorted { $0.voidedTimeMillis < $1.voidedTimeMillis }

@@ -298,6 +298,74 @@ struct AdminScriptTests {
         #expect(try books.audit().last?.argument("google_product_id") == "guodong600")
     }
 
+    /// A Google Play purchase buys one amount: a Google Play id names one
+    /// active product at most (WL009), whether it is named or is the
+    /// product's own id.
+    @Test func aGooglePlayIdNamesOneActiveProduct() throws {
+        let books = try Books()
+        let taken = try books.psql.run("product.sql", [
+            "product_id": "guodong5000", "amount": "5000", "currency": "coin", "google_product_id": "guodong600",
+        ])
+        #expect(taken.status == 3, "\(taken)")
+        #expect(taken.errors.contains("Google Play product guodong600 already buys the active product guodong600"), "\(taken)")
+        #expect(try books.audit().isEmpty, "a refused change changes nothing")
+        #expect(try books.connection.query("""
+            SELECT google_product_id FROM wallet.products WHERE product_id = 'guodong5000'
+            """)[0]["google_product_id"] == nil)
+
+        let named = try books.psql.run("product.sql", [
+            "product_id": "guodong600", "amount": "600", "currency": "coin", "google_product_id": "coins_600",
+        ])
+        #expect(named.status == 0, "\(named)")
+        let second = try books.psql.run("product.sql", [
+            "product_id": "guodong1200", "amount": "1200", "currency": "coin", "google_product_id": "coins_600",
+        ])
+        #expect(second.status == 3, "\(second)")
+        // Off sale, the id is free for another; back on sale, it is taken.
+        let off = try books.psql.run("product.sql", [
+            "product_id": "guodong600", "amount": "600", "currency": "coin", "active": "false",
+        ])
+        #expect(off.status == 0, "\(off)")
+        let moved = try books.psql.run("product.sql", [
+            "product_id": "guodong1200", "amount": "1200", "currency": "coin", "google_product_id": "coins_600",
+        ])
+        #expect(moved.output == "updated product guodong1200: 1200 coin, active, Google Play coins_600\n", "\(moved)")
+        let back = try books.psql.run("product.sql", [
+            "product_id": "guodong600", "amount": "600", "currency": "coin", "active": "true",
+        ])
+        #expect(back.status == 3, "\(back)")
+        #expect(back.errors.contains("already buys the active product guodong1200"), "\(back)")
+    }
+
+    /// Sixteen sessions give sixteen new products one Google Play id at
+    /// once: one succeeds, the others are refused with WL009.
+    @Test func productsTakingOneGooglePlayIdAtOnceCannotAllSucceed() throws {
+        let options = try TestDatabase.make()
+        let outcomes = Locked<[String]>([])
+        #expect(runOnThreads(16) { index in
+            let outcome: String
+            do {
+                let connection = try Connection(options: options)
+                defer { connection.close() }
+                _ = try connection.query("""
+                    SELECT * FROM wallet.upsert_product(\("race\(index)"), 100, 'coin', TRUE, 'tests', NULL, 'shared_sku')
+                    """)
+                outcome = "ok"
+            } catch let error as PostgresError {
+                outcome = error.sqlState?.code ?? "\(error)"
+            } catch {
+                outcome = "\(error)"
+            }
+            outcomes.withLock { $0.append(outcome) }
+        })
+        #expect(outcomes.withLock { $0.sorted() } == Array(repeating: "WL009", count: 15) + ["ok"])
+        let connection = try Connection(options: options)
+        defer { connection.close() }
+        #expect(try connection.query("""
+            SELECT count(*) FROM wallet.products WHERE active AND google_product_id = 'shared_sku'
+            """)[0].decode(Int.self, at: 0) == 1)
+    }
+
     @Test func aProductChangeWithoutAnOperatorIsAuditedUnderTheSessionUser() throws {
         let books = try Books()
         let run = try books.psql.run("product.sql", ["product_id": "guodong2400", "amount": "2400", "currency": "coin"])

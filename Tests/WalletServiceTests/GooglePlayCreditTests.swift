@@ -156,6 +156,57 @@ struct GooglePlayCreditTests {
         #expect(rig.google.received(pathContaining: "/products/coins_5000/tokens/tok-mapped").count == 1)
     }
 
+    /// Google's answer must be about the product the purchase was looked
+    /// up under: a token of a cheap product must not buy a dear one.
+    @Test func aPurchaseOfAnotherProductIsRefused() throws {
+        let rig = try GooglePlayRig()
+        defer { rig.stop() }
+        // A ProductPurchase as purchases.products.get writes it
+        // (https://developers.google.com/android-publisher/api-ref/rest/v3/purchases.products),
+        // naming another product than the one asked about.
+        rig.google.setPurchaseJSON(productID: "guodong5000", token: "tok-other", """
+            {"kind":"androidpublisher#productPurchase","purchaseTimeMillis":"1760000000000","purchaseState":0,\
+            "consumptionState":0,"orderId":"GPA.20-1","acknowledgementState":0,"regionCode":"US","productId":"guodong600"}
+            """)
+        let response = try rig.credit(token: "tok-other", userID: "droid-20", productID: "guodong5000")
+        #expect(response.status == 422, "\(response.text)")
+        #expect(try response.json()["code"] == "verification_failed")
+        #expect(try response.json()["reason"] == "product_mismatch")
+        #expect(try rig.count("SELECT count(*) FROM wallet.credits") == 0)
+        #expect(try rig.count("SELECT coalesce(sum(balance), 0) FROM wallet.wallets") == 0)
+    }
+
+    /// Two catalog products with one Google Play id: the catalog refuses to
+    /// make the pair, and a database that holds one from before credits
+    /// neither until it is mended; never the dearer for the cheaper's price.
+    @Test func aGoogleIdTwoProductsShareNeverBuysTheDearerOne() throws {
+        let rig = try GooglePlayRig()
+        defer { rig.stop() }
+        do {
+            try rig.execute("""
+                SELECT * FROM wallet.upsert_product('guodong5000', 5000, 'coin', NULL, 'tests', NULL, 'guodong600')
+                """)
+            Issue.record("guodong5000 was given guodong600's Google Play id")
+        } catch let error as PostgresError {
+            #expect(error.sqlState?.code == "WL009")
+        }
+        // A pair written before the rule, past the function.
+        try rig.execute("UPDATE wallet.products SET google_product_id = 'guodong600' WHERE product_id = 'guodong5000'")
+        rig.google.setPurchase(productID: "guodong600", token: "tok-shared", .purchased(orderId: "GPA.21-1"))
+        for product in ["guodong5000", "guodong600"] {
+            let response = try rig.credit(token: "tok-shared", userID: "droid-21", productID: product)
+            #expect(response.status == 422, "\(product): \(response.text)")
+            #expect(try response.json()["reason"] == "product_mismatch", "\(product)")
+        }
+        #expect(try rig.count("SELECT count(*) FROM wallet.credits") == 0)
+        // Mended: the dear one off sale, the purchase buys its own amount.
+        try rig.execute("SELECT * FROM wallet.upsert_product('guodong5000', 5000, 'coin', FALSE, 'tests', 'one id, one product', NULL)")
+        let mended = try rig.credit(token: "tok-shared", userID: "droid-21", productID: "guodong600")
+        #expect(mended.status == 201, "\(mended.text)")
+        #expect(try mended.json()["credit"]?["amount"] == 600)
+        #expect(try rig.count("SELECT balance FROM wallet.wallets WHERE user_id = 'droid-21'") == 600)
+    }
+
     @Test func theConsumeIsRetriedThroughGoogleFailures() throws {
         let rig = try GooglePlayRig()
         defer { rig.stop() }

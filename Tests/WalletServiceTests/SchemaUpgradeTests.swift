@@ -72,6 +72,45 @@ struct SchemaUpgradeTests {
         #expect(try connection.query("SELECT * FROM wallet.check_invariants()").isEmpty)
     }
 
+    /// A database of the release before 0014 may hold two active products
+    /// with one Google Play id, which a Google credit can no longer match:
+    /// the upgrade must not fail on them. It keeps them (the credit path
+    /// refuses their purchases until an operator mends the catalog), and
+    /// takes voids of more units than a credit would.
+    @Test func aCatalogThatSharesAGooglePlayIdUpgradesInPlace() throws {
+        let options = try TestDatabase.makeEmpty()
+        let connection = try Connection(options: options)
+        defer { connection.close() }
+        let previous = Schema.migrationFiles.filter { $0.name < "0014" }
+        #expect(previous.last?.name == "0013_googleplay_voids.sql")
+        try Migrator(files: previous, logger: logger).migrate(connection: connection)
+        // As that release could leave it: a pair written before the rule.
+        try connection.query("""
+            UPDATE wallet.products SET google_product_id = 'coins' WHERE product_id IN ('guodong600', 'guodong5000')
+            """)
+        try connection.query("""
+            INSERT INTO wallet.googleplay_voids (purchase_token, voided_at, refund_type, voided_quantity, order_id, flow_no, source)
+            VALUES ('tok-old', now(), 2, 10, 'GPA.1', 'GPA.1', 'sweep')
+            """)
+
+        let applied = try Schema.migrator(logger: logger).migrate(connection: connection)
+        #expect(applied.contains("0014_googleplay_hardening.sql"), "\(applied)")
+        #expect(try connection.query("""
+            SELECT product_id FROM wallet.products WHERE active AND google_product_id = 'coins' ORDER BY 1
+            """).map { $0[0] } == ["guodong5000", "guodong600"])
+        try connection.query("""
+            INSERT INTO wallet.googleplay_voids (purchase_token, voided_at, refund_type, voided_quantity, order_id, flow_no, source)
+            VALUES ('tok-new', now(), 2, 11, 'GPA.2', 'GPA.2', 'sweep')
+            """)
+        #expect(try connection.query("SELECT * FROM wallet.check_invariants()").isEmpty)
+        // Mending it goes through the function: one of the pair off sale first.
+        #expect(throws: PostgresError.self) {
+            try connection.query("SELECT * FROM wallet.upsert_product('guodong600', 700, 'coin')")
+        }
+        try connection.query("SELECT * FROM wallet.upsert_product('guodong5000', 5000, 'coin', FALSE)")
+        #expect(try connection.query("SELECT amount::text FROM wallet.upsert_product('guodong600', 700, 'coin')")[0][0] == "700")
+    }
+
     /// A credit as the first release made it.
     static func previousCredit(_ flowNo: String, user: String, on connection: Connection) throws -> String? {
         try connection.query("""
