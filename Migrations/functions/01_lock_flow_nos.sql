@@ -23,39 +23,37 @@
 -- commits first and the void then refunds it, or the void commits first and
 -- the credit is refused as revoked.
 
--- Takes a transaction-scoped advisory lock per distinct flowNO, in key
--- order, so two batches that share flowNOs cannot deadlock on them. The key
--- is the flowNO's hash in a namespace of its own (the two-integer form,
--- which never meets the migrator's one-bigint lock); two flowNOs that share
--- a hash only wait for each other.
-CREATE OR REPLACE FUNCTION wallet.lock_flow_nos(p_flow_nos TEXT[]) RETURNS VOID
+-- Takes a transaction-scoped advisory lock per distinct key, in key
+-- order, so two transactions that share keys cannot deadlock on them. The
+-- lock is the key's hash in `p_namespace` (the two-integer form, which never
+-- meets the migrator's one-bigint lock); two keys that share a hash only
+-- wait for each other. NULLs take nothing.
+CREATE OR REPLACE FUNCTION wallet.lock_keys(p_namespace INTEGER, p_keys TEXT[]) RETURNS VOID
 LANGUAGE plpgsql AS $$
 DECLARE
-    -- 'WLFN': wallet flowNO locks.
-    c_namespace CONSTANT INTEGER := x'574C464E'::INTEGER;
-    v_key       INTEGER;
+    v_key INTEGER;
 BEGIN
     FOR v_key IN
-        SELECT DISTINCT hashtext(f) FROM unnest(p_flow_nos) AS f WHERE f IS NOT NULL ORDER BY 1
+        SELECT DISTINCT hashtext(k) FROM unnest(p_keys) AS k WHERE k IS NOT NULL ORDER BY 1
     LOOP
-        PERFORM pg_advisory_xact_lock(c_namespace, v_key);
+        PERFORM pg_advisory_xact_lock(p_namespace, v_key);
     END LOOP;
 END;
 $$;
 
--- The same for Google Play purchase tokens, in a namespace of their own
--- (NULLs, the other stores' requests, take nothing).
+-- flowNO locks, in namespace 'WLFN'.
+CREATE OR REPLACE FUNCTION wallet.lock_flow_nos(p_flow_nos TEXT[]) RETURNS VOID
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM wallet.lock_keys(x'574C464E'::INTEGER, p_flow_nos);
+END;
+$$;
+
+-- Google Play purchase-token locks, in namespace 'WLPT' (the other stores'
+-- requests have no token, and take nothing).
 CREATE OR REPLACE FUNCTION wallet.lock_purchase_tokens(p_tokens TEXT[]) RETURNS VOID
 LANGUAGE plpgsql AS $$
-DECLARE
-    -- 'WLPT': wallet purchase-token locks.
-    c_namespace CONSTANT INTEGER := x'574C5054'::INTEGER;
-    v_key       INTEGER;
 BEGIN
-    FOR v_key IN
-        SELECT DISTINCT hashtext(t) FROM unnest(p_tokens) AS t WHERE t IS NOT NULL ORDER BY 1
-    LOOP
-        PERFORM pg_advisory_xact_lock(c_namespace, v_key);
-    END LOOP;
+    PERFORM wallet.lock_keys(x'574C5054'::INTEGER, p_tokens);
 END;
 $$;
