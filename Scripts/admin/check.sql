@@ -16,10 +16,7 @@
 --   FAILED: 1 invariant violation(s)
 -- followed by an error on stderr.
 
-\set ON_ERROR_STOP on
-\set QUIET on
-\pset tuples_only on
-\pset format unaligned
+\ir lib/one_line.sql
 
 -- One pass over the books: the rows are printed, and psql's ROW_COUNT says
 -- how many there were.

@@ -14,10 +14,7 @@
 --   granted 100 coin to user u1, balance 700 (entry 43, reference grant:e703…)
 --   already applied: grant grant:e703… to user u1 is entry 43; nothing changed, balance 700 coin
 
-\set ON_ERROR_STOP on
-\set QUIET on
-\pset tuples_only on
-\pset format unaligned
+\ir lib/one_line.sql
 
 \if :{?user_id}
 \else

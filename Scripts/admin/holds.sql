@@ -17,8 +17,7 @@
 --   released hold 42: 100 coin of user u1 are available again
 --   hold 42 was already captured: nothing changed
 
-\set ON_ERROR_STOP on
-\set QUIET on
+\ir lib/preamble.sql
 
 \if :{?hold_id}
     \if :{?reason}

@@ -25,10 +25,7 @@
 --   updated product guodong600: 700 coin, active, Google Play guodong600
 --   created product guodong9000: 9000 coin, inactive, Google Play coins_9000
 
-\set ON_ERROR_STOP on
-\set QUIET on
-\pset tuples_only on
-\pset format unaligned
+\ir lib/one_line.sql
 
 \if :{?product_id}
 \else

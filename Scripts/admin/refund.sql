@@ -13,10 +13,7 @@
 --   refunded flowNO 2000000123: 600 coin from user u1, balance -400 (entry 42)
 --   already refunded flowNO 2000000123: nothing changed, balance -400 coin for user u1
 
-\set ON_ERROR_STOP on
-\set QUIET on
-\pset tuples_only on
-\pset format unaligned
+\ir lib/one_line.sql
 
 \if :{?flow_no}
 \else

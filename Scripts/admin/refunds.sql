@@ -20,8 +20,7 @@
 --    u1      | coin     |       1 |      600 |         2 |    -400 |                    1
 --    u2      | coin     |       2 |     6200 |         2 |       0 |                    0
 
-\set ON_ERROR_STOP on
-\set QUIET on
+\ir lib/preamble.sql
 
 \if :{?days}
 \else

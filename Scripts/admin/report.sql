@@ -15,8 +15,7 @@
 --      day     | product_id | currency | credits | credited | refunds | refunded | debits | debited | net
 --   2026-12-02 | guodong600 | coin     |       2 |     1200 |       1 |      600 |      0 |       0 | 600
 
-\set ON_ERROR_STOP on
-\set QUIET on
+\ir lib/preamble.sql
 
 \if :{?since}
 \else

@@ -15,10 +15,7 @@
 --   revoked 100 coin from user u1, balance 600 (entry 44, reference revoke:c5ba…)
 --   already applied: revoke revoke:c5ba… from user u1 is entry 44; nothing changed, balance 600 coin
 
-\set ON_ERROR_STOP on
-\set QUIET on
-\pset tuples_only on
-\pset format unaligned
+\ir lib/one_line.sql
 
 \if :{?user_id}
 \else

@@ -683,6 +683,33 @@ struct AdminScriptTests {
 
     // MARK: The scripts themselves
 
+    /// On a database whose default is `synchronous_commit = off` (the test
+    /// clusters' own), every write the scripts make still runs with it on:
+    /// a trigger on every ledger table records the setting each writing
+    /// statement ran with.
+    @Test func theScriptsCommitWithSynchronousCommitOn() throws {
+        let books = try Books()
+        #expect(try books.connection.query("SELECT reset_val FROM pg_settings WHERE name = 'synchronous_commit'")[0]
+            .decode(String.self, at: 0) == "off")
+        #expect(try books.credit(flowNo: "3000000001", userID: "d1", productID: "guodong600") == "credited")
+        try books.connection.executeScript(unsafeSQL: PooledWriteSettingsTests.observerSQL)
+        let runs = [
+            try books.psql.run("grant.sql", ["user_id": "d1", "amount": "50", "currency": "coin", "reason": "gift",
+                                             "operator": "alice"]),
+            try books.psql.run("revoke.sql", ["user_id": "d1", "amount": "20", "currency": "coin", "reason": "oops",
+                                              "operator": "alice"]),
+            try books.psql.run("refund.sql", ["flow_no": "3000000001", "reason": "chargeback", "operator": "alice"]),
+            try books.psql.run("product.sql", ["product_id": "durable100", "amount": "100", "currency": "coin",
+                                               "operator": "alice", "reason": "new bundle"]),
+        ]
+        for run in runs { #expect(run.status == 0, "\(run)") }
+        let observed = try books.connection.query("SELECT table_name, synchronous_commit FROM public.observed_writes")
+            .map { [try $0.decode(String.self, at: 0), try $0.decode(String.self, at: 1)] }
+        #expect(Set(observed.map { $0[0] }).isSuperset(of: ["entries", "wallets", "credits", "admin_audit", "products"]),
+                "\(observed)")
+        #expect(observed.allSatisfy { $0[1] == "on" }, "\(observed)")
+    }
+
     @Test func everyScriptIsDocumentedAndCallsOnlyFunctions() throws {
         let directory = PSQL.packageRoot.appendingPathComponent("Scripts/admin")
         let readme = try String(contentsOf: directory.appendingPathComponent("README.md"), encoding: .utf8)
@@ -718,7 +745,10 @@ struct AdminScriptTests {
             for variable in variables[name] ?? [] {
                 #expect(run.contains(" -v \(variable)="), "\(name) header lacks -v \(variable)")
             }
-            #expect(lines.first { !$0.hasPrefix("--") && !$0.isEmpty } == "\\set ON_ERROR_STOP on", "\(name)")
+            // Every script starts from the shared preamble, which stops at
+            // the first error and commits as the service does.
+            #expect(["\\ir lib/preamble.sql", "\\ir lib/one_line.sql"]
+                .contains(lines.first { !$0.hasPrefix("--") && !$0.isEmpty }), "\(name)")
             let code = lines.filter { !$0.trimmingCharacters(in: .whitespaces).hasPrefix("--") }.joined(separator: "\n")
             for table in tables {
                 #expect(!code.contains("wallet.\(table)"), "\(name) touches wallet.\(table)")

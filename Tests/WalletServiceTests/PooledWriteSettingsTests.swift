@@ -41,7 +41,6 @@ struct PooledWriteSettingsTests {
                     'FOR EACH STATEMENT EXECUTE FUNCTION public.observe_write()', t.tablename);
             END LOOP;
         END $$;
-        ALTER DATABASE wallet SET synchronous_commit = off;
         """
 
     @Test func everyWriteCarriesItsSettingsThroughAPoolerThatForgetsSessions() throws {
@@ -50,7 +49,7 @@ struct PooledWriteSettingsTests {
         let direct = try ChaosRun.migratedWalletDatabase(on: cluster)
         let observer = try Connection(options: .init(conninfo: direct))
         defer { observer.close() }
-        try observer.executeScript(unsafeSQL: Self.observerSQL)
+        try observer.executeScript(unsafeSQL: Self.observerSQL + "ALTER DATABASE wallet SET synchronous_commit = off;")
         let bouncer = try PgBouncer(before: cluster, database: "wallet", resetEveryTransaction: true)
         defer { bouncer.stop() }
         let pooled = bouncer.conninfo(database: "wallet")
