@@ -126,42 +126,9 @@ extension Problem {
             return (problem, false)
         case let convertible as any ProblemConvertible:
             return (convertible.problem, false)
-        case let decoding as DecodingError:
-            return (validationFailed(decoding), false)
         default:
             return (internalError(), true)
         }
-    }
-
-    /// A 422 naming the field: its coding path joined with ".".
-    static func validationFailed(_ error: DecodingError) -> Problem {
-        let path: [any CodingKey]
-        let message: String
-        switch error {
-        case .keyNotFound(let key, let context):
-            path = context.codingPath + [key]
-            message = "is required"
-        case .valueNotFound(_, let context):
-            path = context.codingPath
-            message = "must not be null"
-        case .typeMismatch(_, let context), .dataCorrupted(let context):
-            path = context.codingPath
-            message = context.debugDescription
-        @unknown default:
-            path = []
-            message = "is invalid"
-        }
-        let field = path.map(\.stringValue).joined(separator: ".")
-        let detail = field.isEmpty ? "The request body \(message)." : "Field '\(field)' \(Self.asClause(message))."
-        return Problem(
-            status: 422, code: "validation_failed", title: "Validation Failed", detail: detail,
-            extra: ["errors": [["field": .string(field), "message": .string(message)]]])
-    }
-
-    /// "is required" reads well after a field name; "expected an integer…" needs a verb.
-    private static func asClause(_ message: String) -> String {
-        for verb in ["is ", "must ", "has "] where message.hasPrefix(verb) { return message }
-        return "is invalid: " + message
     }
 }
 

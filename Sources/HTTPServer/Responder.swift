@@ -1,7 +1,6 @@
 import CMicroHTTPD
 import Locking
 import Logging
-import Synchronization
 
 /// Completes one request. Call `send` or `fail` exactly once, from any thread.
 ///
@@ -16,13 +15,6 @@ public struct Responder: Sendable {
 
     init(exchange: Exchange) {
         token = ResponderToken(sink: exchange)
-    }
-
-    /// A responder that hands its response to `onResponse`, for calling a
-    /// handler without a server (in tests). Errors map to problems as the
-    /// server maps them; only the first answer is delivered.
-    public init(onResponse: @escaping @Sendable (Response) -> Void) {
-        token = ResponderToken(sink: CallbackSink(onResponse))
     }
 
     public func send(_ response: Response) {
@@ -55,26 +47,6 @@ private final class ResponderToken: Sendable {
     deinit {
         sink.responderReleased()
     }
-}
-
-private final class CallbackSink: ResponseSink {
-    private let callback: @Sendable (Response) -> Void
-    private let answered = Atomic<Bool>(false)
-
-    init(_ callback: @escaping @Sendable (Response) -> Void) {
-        self.callback = callback
-    }
-
-    func deliver(_ response: Response) {
-        guard !answered.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        callback(response)
-    }
-
-    func deliver(error: any Error) {
-        deliver(.problem(Problem.from(error).problem))
-    }
-
-    func responderReleased() {}
 }
 
 /// A libmicrohttpd connection handle that may cross threads.

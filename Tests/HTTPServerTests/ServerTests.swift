@@ -399,11 +399,6 @@ struct ServerTests {
 
     // MARK: Errors
 
-    struct Transfer: Decodable {
-        var amount: Int64
-        var memo: String?
-    }
-
     struct Declined: ProblemConvertible {
         var problem: Problem {
             Problem(
@@ -417,34 +412,11 @@ struct ServerTests {
     }
 
     private static func errorRoutes(_ router: Router) {
-        router.add("POST", "/transfers", sync: { request in
-            let transfer = try JSONValueDecoder().decode(Transfer.self, from: try JSONParser.parse(request.body))
-            return .json(["amount": JSONValue(transfer.amount)])
-        })
         router.add("POST", "/declined", sync: { _ in throw Declined() })
         router.add("POST", "/secret", sync: { _ in throw Secret() })
         router.add("POST", "/secret-later") { _, responder in
             answerQueue.async { responder.fail(Secret()) }
         }
-    }
-
-    @Test func decodingErrorIsValidationFailedNamingTheField() throws {
-        let test = try TestServer(routes: Self.errorRoutes)
-        defer { test.server.shutdown() }
-        let client = try test.client()
-
-        let fraction = try client.request(method: "POST", path: "/transfers", body: Array(#"{"amount": 5.0}"#.utf8))
-        try expectProblem(fraction, status: 422, code: "validation_failed")
-        let problem = try fraction.json()
-        #expect(problem["detail"] == "Field 'amount' is invalid: expected an integer, found 5.0.")
-        #expect(problem["errors"] == [["field": "amount", "message": "expected an integer, found 5.0"]])
-
-        let missing = try client.request(method: "POST", path: "/transfers", body: Array(#"{"memo": "x"}"#.utf8))
-        try expectProblem(missing, status: 422, code: "validation_failed")
-        #expect(try missing.json()["errors"] == [["field": "amount", "message": "is required"]])
-
-        let wrongKind = try client.request(method: "POST", path: "/transfers", body: Array(#"{"amount": 1, "memo": 7}"#.utf8))
-        #expect(try wrongKind.json()["errors"] == [["field": "memo", "message": "expected a string, found a number"]])
     }
 
     @Test func problemConvertibleErrorKeepsItsProblem() throws {
