@@ -13,10 +13,12 @@ import Synchronization
 /// time, so a hit only has to check the token's `signedDate` against the
 /// window; a date outside it goes through the full check again, which names
 /// the reason. An entry is dropped when the first certificate on its path
-/// expires, and the cache holds at most `entriesMax` pairs (Apple signs with
-/// a handful at a time; only pairs that verified get in).
+/// expires, and the cache holds at most `entriesMax` pairs, dropping the
+/// least recently used to make room for a new one.
 public final class ChainCache: Sendable {
-    public static let entriesMaxDefault = 64
+    /// Pairs remembered at most by default: Apple signs with a handful at a
+    /// time, and only pairs that verified get in.
+    public static let pairsMax = 64
 
     struct Window: Sendable {
         var notBefore: Date
@@ -29,19 +31,20 @@ public final class ChainCache: Sendable {
     }
 
     public let entriesMax: Int
-    private let entries = Locked<[[UInt8]: Window]>([:])
+    private let entries: BoundedCache<[UInt8], Window>
     private let verifications = Atomic<Int>(0)
 
     init(entriesMax: Int) {
         precondition(entriesMax >= 1, "a chain cache holds at least one pair")
         self.entriesMax = entriesMax
+        entries = BoundedCache(entriesMax: entriesMax)
     }
 
     /// Full chain verifications run so far: the cost a cache hit saves.
     public var verificationCount: Int { verifications.load(ordering: .relaxed) }
 
     /// Pairs held now.
-    public var count: Int { entries.withLock { $0.count } }
+    public var count: Int { entries.count }
 
     static func key(leaf: Certificate, intermediate: Certificate) -> [UInt8] {
         SHA256.hash(leaf.derBytes + intermediate.derBytes)
@@ -51,26 +54,18 @@ public final class ChainCache: Sendable {
         verifications.add(1, ordering: .relaxed)
     }
 
-    /// The validity window of a known pair whose path has not expired by `now`.
+    /// The validity window of a known pair whose path has not expired by
+    /// `now`. The window is in calendar time, on the verifier's clock, so it
+    /// is checked here rather than by the cache's own expiry.
     func window(for key: [UInt8], now: Date) -> Window? {
-        entries.withLock { entries in
-            guard let window = entries[key] else { return nil }
-            guard now <= window.notAfter else {
-                entries[key] = nil
-                return nil
-            }
+        entries.update(forKey: key) { window in
+            if let held = window, now > held.notAfter { window = nil }
             return window
         }
     }
 
     func remember(_ key: [UInt8], window: Window, now: Date) {
         guard now <= window.notAfter else { return }
-        entries.withLock { entries in
-            if entries[key] == nil, entries.count >= entriesMax {
-                entries = entries.filter { now <= $0.value.notAfter }
-                if entries.count >= entriesMax { entries.removeAll(keepingCapacity: true) }
-            }
-            entries[key] = window
-        }
+        entries.insert(window, forKey: key)
     }
 }

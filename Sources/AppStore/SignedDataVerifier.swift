@@ -43,7 +43,7 @@ public struct SignedDataVerifier: Sendable {
     /// Chains that verified; shared by copies of this verifier.
     public let chainCache: ChainCache
 
-    public init(configuration: VerifierConfiguration, chainCacheEntriesMax: Int = ChainCache.entriesMaxDefault) {
+    public init(configuration: VerifierConfiguration, chainCacheEntriesMax: Int = ChainCache.pairsMax) {
         self.configuration = configuration
         self.chainCache = ChainCache(entriesMax: chainCacheEntriesMax)
     }

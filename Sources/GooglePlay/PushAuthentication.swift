@@ -123,7 +123,8 @@ public final class PushAuthenticator: Sendable {
     public static let googleIssuers: Set<String> = ["accounts.google.com", "https://accounts.google.com"]
     /// Largest token accepted. Google's ID tokens are about 1 kB.
     public static let tokenBytesMax = 8 * 1024
-    /// Largest key set kept. Google publishes two or three keys at a time.
+    /// Largest key set kept: the first this many usable keys of an answer.
+    /// Google publishes two or three at a time.
     public static let keysMax = 32
     /// Longest `kid` kept from the key set.
     static let keyIDCharactersMax = 256
@@ -168,7 +169,7 @@ public final class PushAuthenticator: Sendable {
     public typealias StatusClass = StoreHTTP.StatusClass
 
     private struct KeyCache: Sendable {
-        var keys: [String: PublicKey] = [:]
+        var keys = BoundedCache<String, PublicKey>(entriesMax: PushAuthenticator.keysMax)
         /// When the held set was fetched; nil before the first success.
         var fetchedAt: Date?
         /// When the last fetch started, whatever its outcome.
@@ -180,7 +181,7 @@ public final class PushAuthenticator: Sendable {
         var lastFailure: String?
 
         func isUsable(now: Date, maxAgeSeconds: Double) -> Bool {
-            guard let fetchedAt, !keys.isEmpty else { return false }
+            guard let fetchedAt, keys.count > 0 else { return false }
             let age = now.timeIntervalSince(fetchedAt)
             // A clock stepped back by more than the age limit also ends the set.
             return age < maxAgeSeconds && age > -maxAgeSeconds
@@ -308,7 +309,7 @@ public final class PushAuthenticator: Sendable {
         let maxAge = configuration.keysMaxAgeSeconds
         let plan = cache.withLock { cache -> Plan in
             let usable = cache.isUsable(now: now, maxAgeSeconds: maxAge)
-            if usable, let key = cache.keys[kid] { return .use(key) }
+            if usable, let key = cache.keys.value(forKey: kid) { return .use(key) }
             if cache.fetching { return .wait(fetchesFinished: cache.fetchesFinished) }
             let interval = usable ? configuration.refreshIntervalMinSeconds : configuration.retryWithoutKeysSeconds
             if Self.mayFetch(lastAttemptAt: cache.lastAttemptAt, now: now, intervalSeconds: interval) {
@@ -345,7 +346,9 @@ public final class PushAuthenticator: Sendable {
         case .wait(let fetchesFinished):
             let result = cache.wait(until: deadline, for: { $0.fetchesFinished != fetchesFinished }) { cache, ready in
                 if ready { return Self.settle(cache, kid: kid, now: now, maxAgeSeconds: maxAge) }
-                if cache.isUsable(now: now, maxAgeSeconds: maxAge), let key = cache.keys[kid] { return .success(key) }
+                if cache.isUsable(now: now, maxAgeSeconds: maxAge), let key = cache.keys.value(forKey: kid) {
+                    return .success(key)
+                }
                 return .failure(PushAuthenticationError(
                     .keys_unavailable, "the key fetch in progress did not finish within the time limit"))
             }
@@ -359,7 +362,7 @@ public final class PushAuthenticator: Sendable {
         guard cache.isUsable(now: now, maxAgeSeconds: maxAgeSeconds) else {
             return .failure(keysUnavailable(cache.lastFailure))
         }
-        guard let key = cache.keys[kid] else {
+        guard let key = cache.keys.value(forKey: kid) else {
             return .failure(PushAuthenticationError(.unknown_key, "no published key has this kid, even after a refresh"))
         }
         return .success(key)
@@ -379,7 +382,7 @@ public final class PushAuthenticator: Sendable {
     }
 
     private enum FetchOutcome {
-        case success([String: PublicKey])
+        case success(BoundedCache<String, PublicKey>)
         case failure(String)
     }
 
@@ -424,7 +427,9 @@ public final class PushAuthenticator: Sendable {
             keys[kid] = key
         }
         guard !keys.isEmpty else { return .failure("JWKS fetch: the key set holds no usable RS256 key") }
-        return .success(keys)
+        let cache = BoundedCache<String, PublicKey>(entriesMax: keysMax)
+        for (kid, key) in keys { cache.insert(key, forKey: kid) }
+        return .success(cache)
     }
 }
 

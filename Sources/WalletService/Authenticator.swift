@@ -13,25 +13,32 @@ import WalletStore
 /// (`entriesMax`, `missesMax`): anyone can present random secrets, and a
 /// flood of them must neither evict the keys in use nor cost a query each
 /// time one repeats. An unknown secret costs one lookup per period while the
-/// miss cache holds it; a full miss cache is emptied, never the key cache.
+/// miss cache holds it. A full cache drops its least recently used entry, so
+/// a flood of unknown secrets pushes out older misses, never a key in use.
 final class Authenticator: Sendable {
-    private struct Cache: Sendable {
-        var clients: [[UInt8]: (client: APIClient, expires: ContinuousClock.Instant)] = [:]
-        var misses: [[UInt8]: ContinuousClock.Instant] = [:]
+    /// Keys in use remembered at most; more than a service has callers.
+    static let entriesMax = 10_000
+    /// Unknown secrets remembered at most, apart from the keys in use.
+    static let missesMax = 10_000
+
+    private struct Known: Sendable {
+        var client: APIClient
+        var expires: ContinuousClock.Instant
     }
 
     let timeToLiveSeconds: Double
-    let entriesMax: Int
-    let missesMax: Int
-    private let cache = Locked(Cache())
+    private let clients: BoundedCache<[UInt8], Known>
+    /// Unknown secrets, each with when it may be looked up again.
+    private let misses: BoundedCache<[UInt8], ContinuousClock.Instant>
     private let ledger: Ledger
     private let lookupCount = Atomic<Int>(0)
 
-    init(ledger: Ledger, timeToLiveSeconds: Double = 2, entriesMax: Int = 10_000, missesMax: Int = 10_000) {
+    init(ledger: Ledger, timeToLiveSeconds: Double = 2, entriesMax: Int = Authenticator.entriesMax,
+         missesMax: Int = Authenticator.missesMax) {
         self.ledger = ledger
         self.timeToLiveSeconds = timeToLiveSeconds
-        self.entriesMax = entriesMax
-        self.missesMax = missesMax
+        clients = BoundedCache(entriesMax: entriesMax, expires: { $0.expires })
+        misses = BoundedCache(entriesMax: missesMax, expires: { $0 })
     }
 
     /// Database lookups made so far.
@@ -44,37 +51,18 @@ final class Authenticator: Sendable {
         guard let secret = authorization.flatMap(Self.bearerSecret) else { throw WalletError.unauthorized }
         let hash = SHA256.hash(secret)
         let now = ContinuousClock.now
-        enum Cached { case client(APIClient), miss, none }
-        let cached = cache.withLock { cache -> Cached in
-            if let entry = cache.clients[hash], entry.expires > now { return .client(entry.client) }
-            if let expires = cache.misses[hash], expires > now { return .miss }
-            return .none
-        }
-        switch cached {
-        case .client(let client): return client
-        case .miss: throw WalletError.unauthorized
-        case .none: break
-        }
+        if let known = clients.value(forKey: hash, now: now) { return known.client }
+        if misses.value(forKey: hash, now: now) != nil { throw WalletError.unauthorized }
         lookupCount.add(1, ordering: .relaxed)
         // On a server thread: bounded like every read there.
         let client = try ledger.authenticate(hash: hash)
         let expires = now + .milliseconds(Int(timeToLiveSeconds * 1000))
-        cache.withLock { cache in
-            if let client {
-                cache.misses[hash] = nil
-                if cache.clients[hash] == nil, cache.clients.count >= entriesMax {
-                    cache.clients = cache.clients.filter { $0.value.expires > now }
-                    if cache.clients.count >= entriesMax { cache.clients.removeAll(keepingCapacity: true) }
-                }
-                cache.clients[hash] = (client, expires)
-            } else {
-                cache.clients[hash] = nil
-                if cache.misses[hash] == nil, cache.misses.count >= missesMax {
-                    cache.misses = cache.misses.filter { $0.value > now }
-                    if cache.misses.count >= missesMax { cache.misses.removeAll(keepingCapacity: true) }
-                }
-                cache.misses[hash] = expires
-            }
+        if let client {
+            misses.removeValue(forKey: hash)
+            clients.insert(Known(client: client, expires: expires), forKey: hash)
+        } else {
+            clients.removeValue(forKey: hash)
+            misses.insert(expires, forKey: hash)
         }
         guard let client else { throw WalletError.unauthorized }
         return client

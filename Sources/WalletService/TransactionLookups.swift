@@ -6,19 +6,15 @@ import Locking
 /// again without asking), and each user may cause at most
 /// `notFoundPerUserMax` such lookups a minute.
 ///
-/// Both tables are bounded; past the bound, entries that have expired are
-/// dropped, then the oldest.
+/// Both tables are bounded caches of `entriesMax` entries; an entry leaves
+/// when its minute is over, or earlier as the least recently used when a new
+/// one needs its room.
 final class TransactionLookups: Sendable {
     static let windowSeconds = 60.0
     static let notFoundPerUserMax = 10
+    /// flowNOs, and users, remembered at most by each table: a whole minute
+    /// of not-found lookups at up to 1,600 a second.
     static let entriesMax = 100_000
-
-    private struct State: Sendable {
-        /// flowNO → when Apple said it does not know it.
-        var notFound: [String: ContinuousClock.Instant] = [:]
-        /// user → when each of their recent not-found lookups was answered.
-        var misses: [String: [ContinuousClock.Instant]] = [:]
-    }
 
     enum Admission: Equatable {
         /// Ask Apple.
@@ -29,14 +25,20 @@ final class TransactionLookups: Sendable {
         case limited(retryAfterSeconds: Int)
     }
 
-    private let state = Locked(State())
+    /// flowNO → when Apple said it does not know it.
+    private let notFound = BoundedCache<String, ContinuousClock.Instant>(
+        entriesMax: entriesMax, expires: { $0 + .seconds(windowSeconds) })
+    /// user → when each of their recent not-found lookups was answered,
+    /// oldest first.
+    private let misses = BoundedCache<String, [ContinuousClock.Instant]>(
+        entriesMax: entriesMax, expires: { ($0.max() ?? .now) + .seconds(windowSeconds) })
 
     /// Whether `flowNo` may be looked up for `userID` now.
     func admit(flowNo: String, userID: String, now: ContinuousClock.Instant = .now) -> Admission {
-        state.withLock { state in
-            if let at = state.notFound[flowNo], now < at + .seconds(Self.windowSeconds) { return .knownNotFound }
-            let recent = (state.misses[userID] ?? []).filter { now < $0 + .seconds(Self.windowSeconds) }
-            state.misses[userID] = recent.isEmpty ? nil : recent
+        if notFound.value(forKey: flowNo, now: now) != nil { return .knownNotFound }
+        return misses.update(forKey: userID, now: now) { times in
+            let recent = Self.recent(times, now: now)
+            times = recent.isEmpty ? nil : recent
             if recent.count >= Self.notFoundPerUserMax, let oldest = recent.first {
                 let wait = now.duration(to: oldest + .seconds(Self.windowSeconds))
                 let seconds = Int(wait.components.seconds) + (wait.components.attoseconds > 0 ? 1 : 0)
@@ -48,22 +50,12 @@ final class TransactionLookups: Sendable {
 
     /// Records that Apple does not know `flowNo`, looked up for `userID`.
     func recordNotFound(flowNo: String, userID: String, now: ContinuousClock.Instant = .now) {
-        state.withLock { state in
-            if state.notFound.count >= Self.entriesMax { Self.prune(&state.notFound, now: now) }
-            state.notFound[flowNo] = now
-            if state.misses[userID] == nil, state.misses.count >= Self.entriesMax {
-                state.misses = state.misses.filter { _, times in times.contains { now < $0 + .seconds(Self.windowSeconds) } }
-                if state.misses.count >= Self.entriesMax, let any = state.misses.keys.first { state.misses[any] = nil }
-            }
-            state.misses[userID, default: []].append(now)
-        }
+        notFound.insert(now, forKey: flowNo)
+        misses.update(forKey: userID, now: now) { times in times = Self.recent(times, now: now) + [now] }
     }
 
-    private static func prune(_ table: inout [String: ContinuousClock.Instant], now: ContinuousClock.Instant) {
-        table = table.filter { now < $0.value + .seconds(windowSeconds) }
-        guard table.count >= entriesMax else { return }
-        // Still full of fresh entries: keep the newest three quarters.
-        let kept = table.sorted { $0.value > $1.value }.prefix(entriesMax * 3 / 4)
-        table = Dictionary(uniqueKeysWithValues: kept.map { ($0.key, $0.value) })
+    /// The lookups still inside the window at `now`.
+    private static func recent(_ times: [ContinuousClock.Instant]?, now: ContinuousClock.Instant) -> [ContinuousClock.Instant] {
+        (times ?? []).filter { now < $0 + .seconds(windowSeconds) }
     }
 }

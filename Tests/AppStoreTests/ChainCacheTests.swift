@@ -90,4 +90,31 @@ import Testing
         }
         #expect(bounded.chainCache.verificationCount == 4)
     }
+
+    /// With room for two pairs, a pair that keeps being used stays while a
+    /// third comes: the least recently used pair makes room.
+    @Test(.timeLimit(.minutes(1)))
+    func aPairInUseOutlastsANewOne() throws {
+        let stores = try (0..<3).map { _ in try FakeAppStore() }
+        let verifier = SignedDataVerifier(
+            configuration: VerifierConfiguration(
+                rootCertificates: stores.map(\.root.certificate), bundleIDs: [FakeAppStore.bundleID],
+                environments: [.sandbox], appAppleID: nil, clock: { FakeAppStore.signedDate }),
+            chainCacheEntriesMax: 2)
+        func verify(_ store: FakeAppStore) throws {
+            _ = try verifier.verifyTransaction(store.sign(FakeAppStore.transaction()))
+        }
+        try verify(stores[0])
+        try verify(stores[1])
+        try verify(stores[0])
+        #expect(verifier.chainCache.verificationCount == 2)
+        try verify(stores[2])
+        #expect(verifier.chainCache.count == 2)
+        #expect(verifier.chainCache.verificationCount == 3)
+        // The pair in use is still known; the one left unused since is not.
+        try verify(stores[0])
+        #expect(verifier.chainCache.verificationCount == 3)
+        try verify(stores[1])
+        #expect(verifier.chainCache.verificationCount == 4)
+    }
 }

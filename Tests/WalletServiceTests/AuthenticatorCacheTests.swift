@@ -45,4 +45,32 @@ struct AuthenticatorCacheTests {
         #expect(elapsed >= .seconds(1))
         #expect(calls > 2)
     }
+
+    /// With room for two of each, a key in use and an unknown secret that
+    /// keeps coming back both stay cached while others come and go: the
+    /// least recently used entry makes room, so neither costs a new lookup.
+    @Test func entriesInUseOutlastNewOnes() throws {
+        let service = try TestService()
+        defer { service.stop() }
+        let authenticator = Authenticator(ledger: service.application.ledger, timeToLiveSeconds: 60, entriesMax: 2,
+                                          missesMax: 2)
+        let admin = "Bearer " + service.adminKey
+        #expect(try authenticator.client(authorization: admin).name == "admin")
+        #expect(try authenticator.client(authorization: "Bearer " + service.gameServerKey).name == "game-server")
+        #expect(try authenticator.client(authorization: admin).name == "admin")
+        #expect(try authenticator.client(authorization: "Bearer " + service.appBackendKey).name == "app-backend")
+        #expect(authenticator.lookups == 3)
+        #expect(try authenticator.client(authorization: admin).name == "admin")
+        #expect(authenticator.lookups == 3, "the key in use is still cached")
+
+        let returning = "Bearer " + APIKeys.makeSecret()
+        #expect(throws: WalletError.unauthorized) { try authenticator.client(authorization: returning) }
+        for _ in 0..<10 {
+            #expect(throws: WalletError.unauthorized) {
+                try authenticator.client(authorization: "Bearer " + APIKeys.makeSecret())
+            }
+            #expect(throws: WalletError.unauthorized) { try authenticator.client(authorization: returning) }
+        }
+        #expect(authenticator.lookups == 3 + 1 + 10, "the returning secret cost one lookup")
+    }
 }

@@ -366,13 +366,35 @@ struct ConsoleTests {
         #expect(limiter.refusal(for: "a") != nil)
         Thread.sleep(forTimeInterval: 0.25)
         #expect(limiter.refusal(for: "a") == nil, "refilled")
-        // Past the bound, a full map is cleared rather than grown.
+        // Past the bound, the address seen least recently is forgotten ("a",
+        // then "b"); the others keep their limits.
         for address in ["b", "c", "d", "e"] {
             limiter.failed(address)
             limiter.failed(address)
         }
         #expect(limiter.refusal(for: "e") != nil)
         #expect(limiter.refusal(for: "b") == nil)
+        #expect(limiter.refusal(for: "c") != nil)
+        #expect(limiter.refusal(for: "d") != nil)
+    }
+
+    /// As many other addresses as the limiter keeps, each failing once, do
+    /// not lift the limit of an address that keeps trying meanwhile: the
+    /// addresses nobody has seen for longest make room, not the victim.
+    @Test func aFloodOfAddressesDoesNotLiftTheLimitOfOneStillTrying() {
+        // An hour a token, so no bucket refills while the test runs.
+        let limiter = SignInLimiter(burst: 10, refillSeconds: 3_600)
+        let victim = "203.0.113.7"
+        for _ in 0..<10 { limiter.failed(victim) }
+        #expect(limiter.refusal(for: victim) != nil)
+        var liftedAfter: Int?
+        for index in 0..<10_000 {
+            limiter.failed("198.51.\(index / 256).\(index % 256)")
+            // The victim tries again after every hundred others, and is refused.
+            if index % 100 == 99, liftedAfter == nil, limiter.refusal(for: victim) == nil { liftedAfter = index + 1 }
+        }
+        #expect(liftedAfter == nil, "the victim's limit was lifted after \(liftedAfter ?? 0) other addresses")
+        #expect(limiter.refusal(for: victim) != nil)
     }
 
     @Test func searchFindsPlayersAndFlowNOsAndSaysWhenNothingMatches() throws {

@@ -304,10 +304,17 @@ struct AdminConsole: Sendable {
 /// refills one every `refillSeconds`. Only failures take from it; while an
 /// address has none left, every sign-in from it waits, good keys included.
 /// Behind a proxy every client has the proxy's address, so the bucket is
-/// shared. The map is bounded: when full, addresses whose buckets are full
-/// again are dropped, and if that frees nothing it is emptied.
+/// shared.
+///
+/// At most `addressesMax` buckets are kept. A bucket full again is the same
+/// as none and expires; past the bound, the address seen least recently (a
+/// refused attempt counts) is forgotten. So a flood of new addresses cannot
+/// reset the limit of an address that keeps trying.
 final class SignInLimiter: Sendable {
-    struct Bucket {
+    /// Addresses with failed sign-ins remembered at most.
+    static let addressesMax = 10_000
+
+    struct Bucket: Sendable {
         var tokens: Double
         var updated: ContinuousClock.Instant
     }
@@ -315,33 +322,32 @@ final class SignInLimiter: Sendable {
     let burst: Double
     let refillSeconds: Double
     let addressesMax: Int
-    private let buckets = Locked<[String: Bucket]>([:])
+    private let buckets: BoundedCache<String, Bucket>
 
-    init(burst: Int = 10, refillSeconds: Double = 6, addressesMax: Int = 10_000) {
-        self.burst = Double(burst)
+    init(burst: Int = 10, refillSeconds: Double = 6, addressesMax: Int = SignInLimiter.addressesMax) {
+        let burst = Double(burst)
+        self.burst = burst
         self.refillSeconds = refillSeconds
         self.addressesMax = addressesMax
+        // A bucket is full again once its missing tokens have refilled.
+        buckets = BoundedCache(entriesMax: addressesMax, expires: { bucket in
+            bucket.updated + .seconds((burst - bucket.tokens) * refillSeconds)
+        })
     }
 
     /// Seconds to wait when `address` has no attempt left, else nil.
     func refusal(for address: String) -> Int? {
         let now = ContinuousClock.now
-        return buckets.withLock { buckets in
-            guard let bucket = buckets[address] else { return nil }
-            let tokens = refilled(bucket, now: now)
-            return tokens >= 1 ? nil : Int(((1 - tokens) * refillSeconds).rounded(.up))
-        }
+        guard let bucket = buckets.value(forKey: address, now: now) else { return nil }
+        let tokens = refilled(bucket, now: now)
+        return tokens >= 1 ? nil : Int(((1 - tokens) * refillSeconds).rounded(.up))
     }
 
     func failed(_ address: String) {
         let now = ContinuousClock.now
-        buckets.withLock { buckets in
-            if buckets[address] == nil, buckets.count >= addressesMax {
-                buckets = buckets.filter { refilled($0.value, now: now) < burst }
-                if buckets.count >= addressesMax { buckets.removeAll(keepingCapacity: true) }
-            }
-            let tokens = buckets[address].map { refilled($0, now: now) } ?? burst
-            buckets[address] = Bucket(tokens: max(0, tokens - 1), updated: now)
+        buckets.update(forKey: address, now: now) { bucket in
+            let tokens = bucket.map { refilled($0, now: now) } ?? burst
+            bucket = Bucket(tokens: max(0, tokens - 1), updated: now)
         }
     }
 
