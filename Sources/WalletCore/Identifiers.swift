@@ -1,9 +1,13 @@
 /// Domain values. Each one is valid by construction: the failable
-/// initialisers are the only way in, and they hold the rules.
+/// initialisers are the only way in, and they hold the rules. Each states
+/// its rule once (`rule`), from the same constants its check uses, for the
+/// field errors that name it.
 
 /// A player, as the calling app names them: 1–128 characters of
 /// `[A-Za-z0-9._:@-]`.
 public struct UserID: Hashable, Sendable, CustomStringConvertible {
+    public static let lengthMax = 128
+    public static let rule = "must be 1-\(lengthMax) characters of [A-Za-z0-9._:@-]"
     public let rawValue: String
 
     public init?(_ text: String) {
@@ -13,7 +17,7 @@ public struct UserID: Hashable, Sendable, CustomStringConvertible {
 
     static func isValid(_ text: String) -> Bool {
         let bytes = text.utf8
-        return (1...128).contains(bytes.count) && bytes.allSatisfy(isIdentifierByte)
+        return (1...lengthMax).contains(bytes.count) && bytes.allSatisfy(isIdentifierByte)
     }
 
     public var description: String { rawValue }
@@ -22,6 +26,7 @@ public struct UserID: Hashable, Sendable, CustomStringConvertible {
 /// An App Store transaction id (the flowNO) that ties a payment to coins.
 /// Same alphabet and length as a user id.
 public struct FlowNumber: Hashable, Sendable, CustomStringConvertible {
+    public static let rule = UserID.rule
     public let rawValue: String
 
     public init?(_ text: String) {
@@ -34,11 +39,13 @@ public struct FlowNumber: Hashable, Sendable, CustomStringConvertible {
 
 /// A catalog product id: 1–128 characters of `[A-Za-z0-9._-]`.
 public struct ProductID: Hashable, Sendable, CustomStringConvertible {
+    public static let lengthMax = 128
+    public static let rule = "must be 1-\(lengthMax) characters of [A-Za-z0-9._-]"
     public let rawValue: String
 
     public init?(_ text: String) {
         let bytes = text.utf8
-        guard (1...128).contains(bytes.count),
+        guard (1...Self.lengthMax).contains(bytes.count),
               bytes.allSatisfy({ isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") })
         else { return nil }
         rawValue = text
@@ -50,13 +57,15 @@ public struct ProductID: Hashable, Sendable, CustomStringConvertible {
 /// A currency code: `[a-z][a-z0-9_]{0,31}`. Which currencies exist is the
 /// catalog's business; this only checks the spelling.
 public struct Currency: Hashable, Sendable, CustomStringConvertible {
+    public static let lengthMax = 32
+    public static let rule = "must match [a-z][a-z0-9_]{0,\(lengthMax - 1)}"
     public let rawValue: String
 
     public static let coin = Currency(uncheckedRawValue: "coin")
 
     public init?(_ text: String) {
         let bytes = Array(text.utf8)
-        guard (1...32).contains(bytes.count), (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(bytes[0]),
+        guard (1...Self.lengthMax).contains(bytes.count), (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(bytes[0]),
               bytes.allSatisfy({ (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || isDigit($0) || $0 == UInt8(ascii: "_") })
         else { return nil }
         rawValue = text
@@ -72,6 +81,7 @@ public struct Currency: Hashable, Sendable, CustomStringConvertible {
 /// A positive amount in the currency's smallest unit, at most 10^12.
 public struct Amount: Hashable, Sendable, Comparable, CustomStringConvertible {
     public static let maximum: Int64 = 1_000_000_000_000
+    public static let rule = "must be an integer from 1 to \(maximum)"
     public let value: Int64
 
     public init?(_ value: Int64) {
@@ -87,6 +97,7 @@ public struct Amount: Hashable, Sendable, Comparable, CustomStringConvertible {
 /// How many bundles one App Store transaction bought: 1–10, as Apple allows.
 public struct Quantity: Hashable, Sendable, CustomStringConvertible {
     public static let range = 1...10
+    public static let rule = "must be an integer from \(range.lowerBound) to \(range.upperBound)"
     public let value: Int
 
     public init?(_ value: Int) {

@@ -29,11 +29,10 @@ struct CreditBody: RequestBody {
 
     init(json: JSONValue) throws {
         var fields = try FieldValidator(json, allowed: Self.members)
-        let userID = fields.required("user_id", UserID.init, "must be 1-128 characters of [A-Za-z0-9._:@-]")
-        let productID = fields.required("product_id", ProductID.init, "must be 1-128 characters of [A-Za-z0-9._-]")
-        quantity = fields.optional("quantity", { (value: Int) in Quantity(value) }, "must be an integer from 1 to 10")
-        claimedAmount = fields.optional("amount", { (value: Int64) in Amount(value)?.value },
-                                        "must be an integer from 1 to 1000000000000")
+        let userID = fields.required("user_id", UserID.init, UserID.rule)
+        let productID = fields.required("product_id", ProductID.init, ProductID.rule)
+        quantity = fields.optional("quantity", { (value: Int) in Quantity(value) }, Quantity.rule)
+        claimedAmount = fields.optional("amount", { (value: Int64) in Amount(value)?.value }, Amount.rule)
         signedTransaction = fields.optional("signed_transaction", { (value: String) in
             (1...65_536).contains(value.utf8.count) ? value : nil
         }, "must be a compact JWS string")
@@ -46,9 +45,9 @@ struct CreditBody: RequestBody {
         // A member that is null counts as absent, as everywhere.
         let sent = Self.evidence.filter { json[$0] != nil && json[$0] != .null }
         if sent.contains("google_purchase_token") {
-            flowNo = fields.optional("flow_no", FlowNumber.init, "must be 1-128 characters of [A-Za-z0-9._:@-]")
+            flowNo = fields.optional("flow_no", FlowNumber.init, FlowNumber.rule)
         } else {
-            flowNo = fields.required("flow_no", FlowNumber.init, "must be 1-128 characters of [A-Za-z0-9._:@-]")
+            flowNo = fields.required("flow_no", FlowNumber.init, FlowNumber.rule)
         }
         if sent.count > 1 {
             fields.fail(sent[1], "send one kind of purchase evidence, not \(sent.joined(separator: " and "))")
@@ -104,10 +103,9 @@ struct DebitBody: RequestBody {
     /// Reads the debit's fields, leaving the errors with `fields`; a caller
     /// that reads more fields (a hold) calls `finish` after them.
     init(reading fields: inout FieldValidator) throws {
-        let userID = fields.required("user_id", UserID.init, "must be 1-128 characters of [A-Za-z0-9._:@-]")
-        let amount = fields.required("amount", { (value: Int64) in Amount(value) },
-                                     "must be an integer from 1 to 1000000000000")
-        currency = fields.optional("currency", Currency.init, "must match [a-z][a-z0-9_]{0,31}") ?? .coin
+        let userID = fields.required("user_id", UserID.init, UserID.rule)
+        let amount = fields.required("amount", { (value: Int64) in Amount(value) }, Amount.rule)
+        currency = fields.optional("currency", Currency.init, Currency.rule) ?? .coin
         reason = fields.reason()
         (metadata, metadataText) = fields.metadata()
         // A missing or invalid one is among the errors already.
@@ -168,7 +166,7 @@ struct HoldActionBody {
 
     init(json: JSONValue, action: String) throws {
         var fields = try FieldValidator(json, allowed: action == "capture" ? ["amount"] : [])
-        amount = fields.optional("amount", { (value: Int64) in Amount(value) }, "must be an integer from 1 to 1000000000000")
+        amount = fields.optional("amount", { (value: Int64) in Amount(value) }, Amount.rule)
         try fields.finish()
     }
 

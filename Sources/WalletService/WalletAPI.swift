@@ -215,7 +215,7 @@ struct WalletAPI: Sendable {
         var currency: Currency?
         if let text = request.query["currency"], !text.isEmpty {
             currency = Currency(text)
-            if currency == nil { errors.append(FieldError(field: "currency", message: "must match [a-z][a-z0-9_]{0,31}")) }
+            if currency == nil { errors.append(FieldError(field: "currency", message: Currency.rule)) }
         }
         var limit = Self.entriesLimitDefault
         if let text = request.query["limit"] {
@@ -239,7 +239,7 @@ struct WalletAPI: Sendable {
 
     func getCredit(_ request: Request) throws -> Response {
         guard let flowNo = FlowNumber(request.pathParameters["flow_no"] ?? "") else {
-            throw WalletError.validationFailed([FieldError(field: "flow_no", message: "must be 1-128 characters of [A-Za-z0-9._:@-]")])
+            throw WalletError.validationFailed([FieldError(field: "flow_no", message: FlowNumber.rule)])
         }
         guard let credit = try ledger.credit(flowNo) else {
             throw WalletError.notFound(detail: "no credit for this flowNO")
@@ -285,7 +285,7 @@ struct WalletAPI: Sendable {
 
     private func pathUserID(_ request: Request) throws -> UserID {
         guard let userID = UserID(request.pathParameters["user_id"] ?? "") else {
-            throw WalletError.validationFailed([FieldError(field: "user_id", message: "must be 1-128 characters of [A-Za-z0-9._:@-]")])
+            throw WalletError.validationFailed([FieldError(field: "user_id", message: UserID.rule)])
         }
         return userID
     }
