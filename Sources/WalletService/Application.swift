@@ -58,11 +58,16 @@ public final class Application: Sendable {
         metrics = Metrics()
         readiness = Readiness()
 
+        // The server's statement timeout is a second longer than the
+        // request's deadline: the service gives up first, and answers
+        // outcome_unknown for what it sent; the server then ends the
+        // statement the service no longer waits for. Equal, the two would
+        // race, and the answer would depend on which fired first.
         ledger = Ledger(
             configuration: .init(
                 conninfo: databaseConninfo, poolSize: configuration.databasePoolSize, writers: configuration.writers,
                 batchOperationsMax: configuration.batchOperationsMax,
-                statementTimeoutMilliseconds: max(1_000, configuration.requestTimeoutSeconds * 1_000),
+                statementTimeoutMilliseconds: (configuration.requestTimeoutSeconds + 1) * 1_000,
                 acquireTimeoutMilliseconds: min(5_000, configuration.requestTimeoutSeconds * 1_000),
                 lockTimeoutMilliseconds: configuration.lockTimeoutMilliseconds,
                 sessionConninfo: configuration.databaseSessionURL,

@@ -326,9 +326,9 @@ struct StallTests {
         #expect(Self.code(unknown) == "outcome_unknown")
         #expect(unknown.header("Retry-After") != nil)
 
-        // The client's deadline and the statement's timeout are the same
-        // length, and the client's started first: the statement is still
-        // waiting for a moment after the answer. Its own timeout ends it.
+        // The statement's timeout is a second longer than the client's
+        // deadline: the statement is still waiting for a moment after the
+        // answer. Its own timeout ends it.
         #expect(waitFor(seconds: 30) {
             (try? held.watcher.query("""
                 SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
