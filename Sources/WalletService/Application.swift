@@ -14,9 +14,9 @@ public import WalletStore
 /// with their own database and port 0.
 public final class Application: Sendable {
     public let configuration: Configuration
-    /// The database the service uses (the embedded one's conninfo, or the URL).
-    public let databaseConninfo: String
-    public let embeddedDatabase: EmbeddedDatabase?
+    /// The database the service uses: the URL's, or the embedded one.
+    public let database: DatabaseEndpoint
+    public var embeddedDatabase: EmbeddedDatabase? { database.embedded }
     /// The ledger database: pools, writers, and every query.
     public let ledger: Ledger
     let metrics: Metrics
@@ -49,18 +49,16 @@ public final class Application: Sendable {
     static let googlePushThreads = 2
     static let googlePushQueueDepthMax = 32
 
-    init(configuration: Configuration, databaseConninfo: String, embeddedDatabase: EmbeddedDatabase?,
-         logger: Logger) throws {
+    init(configuration: Configuration, database: DatabaseEndpoint, logger: Logger) throws {
         self.configuration = configuration
-        self.databaseConninfo = databaseConninfo
-        self.embeddedDatabase = embeddedDatabase
+        self.database = database
         self.logger = logger
         metrics = Metrics()
         readiness = Readiness()
 
         ledger = Ledger(
             configuration: .init(
-                conninfo: databaseConninfo, poolSize: configuration.databasePoolSize, writers: configuration.writers,
+                conninfo: database.conninfo, poolSize: configuration.databasePoolSize, writers: configuration.writers,
                 batchOperationsMax: configuration.batchOperationsMax,
                 statementTimeoutMilliseconds: max(1_000, configuration.requestTimeoutSeconds * 1_000),
                 acquireTimeoutMilliseconds: min(5_000, configuration.requestTimeoutSeconds * 1_000),
@@ -214,7 +212,7 @@ public final class Application: Sendable {
         holdSweeper.stop()
         upkeep.stop()
         ledger.shutdown(timeoutSeconds: 10)
-        embeddedDatabase?.stopIfStartedHere()
+        database.close()
         logger.info("stopped")
     }
 }
@@ -232,15 +230,11 @@ extension Application {
 /// the embedded development database first.
 public func buildApplication(configuration: Configuration, logger: Logger) throws -> Application {
     try configuration.validateForServing()
-    if let url = configuration.databaseURL {
-        return try Application(configuration: configuration, databaseConninfo: url, embeddedDatabase: nil, logger: logger)
-    }
-    let embedded = try EmbeddedDatabase.start(dataDirectory: configuration.dataDirectory, logger: logger)
+    let database = try configuration.openDatabase(session: false, logger: logger)
     do {
-        return try Application(configuration: configuration, databaseConninfo: embedded.conninfo,
-                               embeddedDatabase: embedded, logger: logger)
+        return try Application(configuration: configuration, database: database, logger: logger)
     } catch {
-        embedded.stopIfStartedHere()
+        database.close()
         throw error
     }
 }

@@ -1,6 +1,7 @@
 public import Logging
 import Foundation
 public import WalletCore
+public import WalletStore
 
 /// The service's settings, read once from the environment (and a few flags)
 /// and validated. A malformed value stops start-up with a message that names
@@ -140,6 +141,14 @@ public struct Configuration: Sendable {
     /// The database URL for migrations, advisory locks and the operator's
     /// commands.
     public var sessionDatabaseURL: String? { databaseSessionURL ?? databaseURL }
+
+    /// The database `serve` works on (`session: false`) or the operator's
+    /// commands and sweeps use (`session: true`): the URL's, or the
+    /// embedded one, started here if nothing runs it.
+    public func openDatabase(session: Bool, logger: Logger) throws -> DatabaseEndpoint {
+        try DatabaseEndpoint.open(url: session ? sessionDatabaseURL : databaseURL, dataDirectory: dataDirectory,
+                                  logger: logger)
+    }
 
     public struct ConfigurationError: Error, CustomStringConvertible, Equatable {
         public let variable: String
