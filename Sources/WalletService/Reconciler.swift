@@ -290,12 +290,14 @@ public enum ReconcileCommand {
                                    _ body: (Ledger) throws -> Run) throws -> Run {
         let database = try configuration.openDatabase(session: true, logger: Logger(label: "wallet", level: .warning))
         defer { database.close() }
+        // One sweep at a time, applying one notification or void at a time.
         let ledger = Ledger(
             configuration: .init(conninfo: database.conninfo, poolSize: 2, writers: 1, batchOperationsMax: 1,
-                                 statementTimeoutMilliseconds: 30_000, acquireTimeoutMilliseconds: 5_000,
+                                 statementTimeoutMilliseconds: configuration.reconcileCommandStatementTimeoutMilliseconds,
+                                 acquireTimeoutMilliseconds: configuration.databaseAcquireTimeoutMillisecondsMax,
                                  lockTimeoutMilliseconds: configuration.lockTimeoutMilliseconds),
             metrics: metrics, logger: logger)
-        defer { ledger.shutdown(timeoutSeconds: 5) }
+        defer { ledger.shutdown(timeoutSeconds: Double(configuration.shutdownGraceSeconds)) }
         try ledger.bringSchemaUp(migrate: false)
         return try body(ledger)
     }
