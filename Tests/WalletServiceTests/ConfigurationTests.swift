@@ -31,6 +31,8 @@ struct ConfigurationTests {
             ("WALLET_APPLE_REQUIRE_ACCOUNT_TOKEN", "1"),
             ("WALLET_STORE_LOOKUP_THREADS", "0"),
             ("WALLET_STORE_LOOKUP_THREADS", "257"),
+            // A store setting `serve` cannot use stops it the same way.
+            ("WALLET_APPLE_ROOT_CERTS", "/nonexistent/AppleRootCA-G3.cer"),
         ]
         for (variable, value) in cases {
             var extra = [variable: value]
