@@ -256,8 +256,67 @@ struct ConfigurationTests {
         #expect(try service.count("SELECT count(*) FROM wallet.entries") == 0)
     }
 
+    // MARK: The README
+
     static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
+
+    /// The rows of the README's configuration table: variable (empty for a
+    /// flag alone), flag, default and meaning, as written.
+    static func readmeRows() throws -> [(variable: String, flag: String, defaultValue: String, meaning: String)] {
+        let readme = try String(contentsOf: repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        guard let start = readme.range(of: "\n## Configuration\n") else { return [] }
+        let section = readme[start.upperBound...]
+        let end = section.range(of: "\n## ")?.lowerBound ?? section.endIndex
+        return section[..<end].split(separator: "\n").compactMap { line in
+            guard line.hasPrefix("| "), !line.hasPrefix("| Variable"), !line.hasPrefix("| ---") else { return nil }
+            let cells = line.split(separator: "|", omittingEmptySubsequences: false).dropFirst().dropLast()
+                .map { $0.trimmingCharacters(in: .whitespaces) }
+            guard cells.count == 4 else { return (variable: "malformed row: \(line)", flag: "", defaultValue: "", meaning: "") }
+            return (variable: cells[0].trimmingCharacters(in: ["`"]), flag: cells[1], defaultValue: cells[2], meaning: cells[3])
+        }
+    }
+
+    @Test func theREADMETableIsTheConfiguration() throws {
+        let rows = try Self.readmeRows().filter { !$0.variable.isEmpty }
+        let byName = Dictionary(rows.map { ($0.variable, $0) }, uniquingKeysWith: { first, _ in first })
+        #expect(byName.count == rows.count, "a variable appears twice")
+        let read = Configuration.variables
+        #expect(Set(byName.keys) == Set(read.map(\.name)),
+                "only in the README: \(Set(byName.keys).subtracting(read.map(\.name)).sorted()); only in the code: \(Set(read.map(\.name)).subtracting(byName.keys).sorted())")
+        var mismatches: [String] = []
+        for variable in read {
+            guard let row = byName[variable.name] else { continue }
+            let flag = variable.flag.map { "`\($0)`" } ?? ""
+            if row.flag != flag { mismatches.append("\(variable.name): flag \(row.flag), not \(flag)") }
+        }
+        let defaults = Configuration()
+        for setting in Configuration.integerSettings {
+            guard let name = setting.variable, let row = byName[name] else { continue }
+            let value = defaults[keyPath: setting.value]
+            if !row.defaultValue.hasPrefix("`\(value)`") { mismatches.append("\(name): default \(row.defaultValue), not \(value)") }
+            let highest = setting.atMost.map { "`\($0.name)`" } ?? String(setting.range.upperBound)
+            let range = "\(setting.range.lowerBound)–\(highest)"
+            if !row.meaning.hasPrefix(range) { mismatches.append("\(name): range not \(range): \(row.meaning)") }
+            if let floor = setting.atLeast, !row.meaning.contains("at least `\(floor.name)`") {
+                mismatches.append("\(name): does not say at least \(floor.name)")
+            }
+        }
+        for setting in Configuration.booleanSettings {
+            guard let row = byName[setting.variable] else { continue }
+            if row.defaultValue != "`\(defaults[keyPath: setting.value])`" { mismatches.append("\(setting.variable): default \(row.defaultValue)") }
+            if !row.meaning.hasPrefix("`true` or `false`") { mismatches.append("\(setting.variable): not true or false") }
+        }
+        for setting in Configuration.urlSettings {
+            guard let row = byName[setting.variable] else { continue }
+            let value = defaults[keyPath: setting.value].absoluteString
+            if row.defaultValue != "`\(value)`" { mismatches.append("\(setting.variable): default \(row.defaultValue), not \(value)") }
+            if !row.meaning.hasPrefix("an http or https URL") { mismatches.append("\(setting.variable): not said to be a URL") }
+        }
+        #expect(mismatches.isEmpty, "\(mismatches.count) rows differ from the code:\n\(mismatches.joined(separator: "\n"))")
+        // The one switch without a variable.
+        #expect(try Self.readmeRows().contains { $0.variable.isEmpty && $0.flag == "`--no-migrate`" })
+    }
 
     /// Every `WALLET_…` name the code mentions (in messages and comments)
     /// is one it reads.
