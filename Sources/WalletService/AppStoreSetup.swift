@@ -44,13 +44,10 @@ extension AppStoreSetup {
             throw Configuration.ConfigurationError(variable: "WALLET_APPLE_API_PRIVATE_KEY_FILE",
                                                    message: "\(path) cannot be read")
         }
-        guard let production = URL(string: api.productionURL), let sandbox = URL(string: api.sandboxURL) else {
-            throw Configuration.ConfigurationError(variable: "WALLET_APPLE_API_PRODUCTION_URL", message: "is not a URL")
-        }
         let unauthorizedLog = RateLimitedLog(intervalSeconds: 60)
         return ServerAPIClient(
             configuration: .init(token: .init(keyID: keyID, issuerID: issuerID, bundleID: bundleID),
-                                 productionURL: production, sandboxURL: sandbox,
+                                 productionURL: api.productionURL, sandboxURL: api.sandboxURL,
                                  timeoutSeconds: Double(api.timeoutSeconds)),
             key: key,
             observe: { endpoint, status, seconds in

@@ -14,15 +14,16 @@ public import WalletStore
 /// with their own database and port 0.
 public final class Application: Sendable {
     public let configuration: Configuration
-    /// The database the service uses (the embedded one's conninfo, or the URL).
-    public let databaseConninfo: String
-    public let embeddedDatabase: EmbeddedDatabase?
+    /// The database the service uses: the URL's, or the embedded one.
+    public let database: DatabaseEndpoint
+    public var embeddedDatabase: EmbeddedDatabase? { database.embedded }
     /// The ledger database: pools, writers, and every query.
     public let ledger: Ledger
     let metrics: Metrics
     let readiness: Readiness
     let server: Server
     let router: Router
+    /// Credits whose purchase is looked up with a store.
     let blockingWork: BlockingWork
     /// App Store notifications.
     let notificationWork: BlockingWork
@@ -44,16 +45,10 @@ public final class Application: Sendable {
     private let logger: Logger
     private let upkeep: Upkeep
 
-    static let notificationThreads = 2
-    static let notificationQueueDepthMax = 32
-    static let googlePushThreads = 2
-    static let googlePushQueueDepthMax = 32
-
-    init(configuration: Configuration, databaseConninfo: String, embeddedDatabase: EmbeddedDatabase?,
-         logger: Logger) throws {
+    /// Every limit below comes from `configuration`, which checked it.
+    init(configuration: Configuration, database: DatabaseEndpoint, logger: Logger) throws {
         self.configuration = configuration
-        self.databaseConninfo = databaseConninfo
-        self.embeddedDatabase = embeddedDatabase
+        self.database = database
         self.logger = logger
         metrics = Metrics()
         readiness = Readiness()
@@ -65,10 +60,11 @@ public final class Application: Sendable {
         // race, and the answer would depend on which fired first.
         ledger = Ledger(
             configuration: .init(
-                conninfo: databaseConninfo, poolSize: configuration.databasePoolSize, writers: configuration.writers,
+                conninfo: database.conninfo, poolSize: configuration.databasePoolSize, writers: configuration.writers,
                 batchOperationsMax: configuration.batchOperationsMax,
                 statementTimeoutMilliseconds: (configuration.requestTimeoutSeconds + 1) * 1_000,
-                acquireTimeoutMilliseconds: min(5_000, configuration.requestTimeoutSeconds * 1_000),
+                acquireTimeoutMilliseconds: min(configuration.databaseAcquireTimeoutMillisecondsMax,
+                                                configuration.requestTimeoutSeconds * 1_000),
                 lockTimeoutMilliseconds: configuration.lockTimeoutMilliseconds,
                 sessionConninfo: configuration.databaseSessionURL,
                 preparedStatements: configuration.databasePreparedStatements),
@@ -77,12 +73,10 @@ public final class Application: Sendable {
         router = Router()
         let transactions = try AppStoreSetup.verifier(configuration.apple)
         serverAPI = try AppStoreSetup.serverAPIClient(configuration, metrics: metrics, logger: logger)
-        blockingWork = BlockingWork(threads: 4, queueDepthMax: 256)
-        // Notifications need no key, so their work is CPU (signature checks)
-        // anyone can ask for: two threads, and a short queue past which Apple
-        // is told to retry.
-        notificationWork = BlockingWork(threads: Self.notificationThreads, queueDepthMax: Self.notificationQueueDepthMax,
-                                        name: "wallet-notifications")
+        blockingWork = BlockingWork(threads: configuration.storeLookupThreads,
+                                    queueDepthMax: configuration.storeLookupQueueDepthMax)
+        notificationWork = BlockingWork(threads: configuration.notificationThreads,
+                                        queueDepthMax: configuration.notificationQueueDepthMax, name: "wallet-notifications")
         let googlePlay = try GooglePlaySetup.client(configuration, metrics: metrics)
         let policy = PurchasePolicy(allowTestPurchases: configuration.google.allowTestPurchases,
                                     requireAccountID: configuration.google.requireAccountID)
@@ -127,13 +121,13 @@ public final class Application: Sendable {
         let googleVoids = googlePlay.map { [ledger, metrics] in
             GooglePlayVoids(client: $0, ledger: ledger, metrics: metrics, logger: logger)
         }
-        let pushAuthenticator = try GooglePlaySetup.pushAuthenticator(configuration, metrics: metrics)
+        let pushAuthenticator = GooglePlaySetup.pushAuthenticator(configuration, metrics: metrics)
         // Pushes verify a token whose key may have to be fetched from Google
         // (up to its timeout, with other pushes waiting for the same fetch):
         // on threads of their own, so App Store notifications never wait
         // behind them.
         googlePushWork = pushAuthenticator != nil && googleVoids != nil
-            ? BlockingWork(threads: Self.googlePushThreads, queueDepthMax: Self.googlePushQueueDepthMax,
+            ? BlockingWork(threads: configuration.googlePushThreads, queueDepthMax: configuration.googlePushQueueDepthMax,
                            name: "wallet-google-pushes")
             : nil
         GooglePlayNotificationsAPI(authenticator: pushAuthenticator, voids: googleVoids,
@@ -151,7 +145,8 @@ public final class Application: Sendable {
 
         let consoleCookies: SessionCookies?
         if configuration.adminConsole {
-            consoleWork = BlockingWork(threads: 2, queueDepthMax: 64, name: "wallet-console")
+            consoleWork = BlockingWork(threads: configuration.consoleThreads, queueDepthMax: configuration.consoleQueueDepthMax,
+                                       name: "wallet-console")
             consoleCookies = SessionCookies()
             AdminConsole(ledger: ledger, readiness: readiness, work: consoleWork!, cookies: consoleCookies!,
                          configuration: configuration, logger: logger).register(on: router)
@@ -165,21 +160,28 @@ public final class Application: Sendable {
         server = Server(
             configuration: .init(
                 host: configuration.listen.host, port: configuration.listen.port, threads: configuration.httpThreads,
-                maxBodyBytes: configuration.maxBodyBytes, maxHeaderBytes: configuration.maxHeaderBytes,
-                maxConnections: configuration.maxConnections, idleTimeoutSeconds: configuration.idleTimeoutSeconds,
-                requestTimeoutSeconds: configuration.requestTimeoutSeconds, shutdownGraceSeconds: 10,
-                maxConnectionsPerAddress: configuration.maxConnectionsPerIP),
+                maxBodyBytes: configuration.bodyBytesMax, maxHeaderBytes: configuration.headerBytesMax,
+                maxConnections: configuration.connectionsMax, idleTimeoutSeconds: configuration.idleTimeoutSeconds,
+                requestTimeoutSeconds: configuration.requestTimeoutSeconds,
+                shutdownGraceSeconds: configuration.shutdownGraceSeconds,
+                maxConnectionsPerAddress: configuration.connectionsPerIPMax),
             router: router,
             logger: Logger(label: "wallet.http", level: logger.level, metadata: logger.metadata),
             observer: { completed in
                 metrics.observeRequest(method: completed.method, route: completed.routePattern,
                                        status: completed.status, durationSeconds: completed.durationSeconds)
             })
-        holdSweeper = HoldSweeper(ledger: ledger, readiness: readiness, logger: logger)
+        holdSweeper = HoldSweeper(ledger: ledger, readiness: readiness,
+                                  intervalSeconds: Double(configuration.holdSweepIntervalSeconds),
+                                  walletsMax: configuration.holdSweepWalletsMax, logger: logger)
         upkeep = Upkeep(ledger: ledger, readiness: readiness, migrate: configuration.migrateOnStart,
-                        retentionHours: configuration.idempotencyRetentionHours, logger: logger,
-                        afterSchema: { [ledger] in
-                            try consoleCookies?.load(ledger.consoleCookieKey(deadline: .now + .seconds(5)))
+                        purge: .init(retentionHours: configuration.idempotencyRetentionHours,
+                                     intervalSeconds: Double(configuration.idempotencyPurgeIntervalSeconds),
+                                     roundRowsMax: configuration.idempotencyPurgeRoundRowsMax,
+                                     roundsMax: configuration.idempotencyPurgeRoundsMax),
+                        logger: logger,
+                        afterSchema: { [ledger, startupReadSeconds = configuration.startupReadTimeoutSeconds] in
+                            try consoleCookies?.load(ledger.consoleCookieKey(deadline: .now + .seconds(startupReadSeconds)))
                         })
     }
 
@@ -208,18 +210,19 @@ public final class Application: Sendable {
     /// Stops accepting, finishes requests in flight, drains the writers,
     /// closes the pools and, for the embedded database, stops PostgreSQL.
     public func shutdown() {
+        let graceSeconds = Double(configuration.shutdownGraceSeconds)
         server.shutdown()
-        blockingWork.stop(timeoutSeconds: 10)
-        notificationWork.stop(timeoutSeconds: 10)
-        googlePushWork?.stop(timeoutSeconds: 10)
-        consoleWork?.stop(timeoutSeconds: 10)
+        blockingWork.stop(timeoutSeconds: graceSeconds)
+        notificationWork.stop(timeoutSeconds: graceSeconds)
+        googlePushWork?.stop(timeoutSeconds: graceSeconds)
+        consoleWork?.stop(timeoutSeconds: graceSeconds)
         reconcile?.stop()
         voidedSweep?.stop()
         outbox?.stop()
         holdSweeper.stop()
         upkeep.stop()
-        ledger.shutdown(timeoutSeconds: 10)
-        embeddedDatabase?.stopIfStartedHere()
+        ledger.shutdown(timeoutSeconds: graceSeconds)
+        database.close()
         logger.info("stopped")
     }
 }
@@ -233,19 +236,17 @@ extension Application {
     }
 }
 
-/// Builds the service from its configuration. With no database URL it starts
-/// the embedded development database first.
+/// Builds the service from its configuration, which `load` (or, for one
+/// built in code, `validate`) has checked: this adds what serving needs, the
+/// one time it is checked. With no database URL it starts the embedded
+/// development database first.
 public func buildApplication(configuration: Configuration, logger: Logger) throws -> Application {
     try configuration.validateForServing()
-    if let url = configuration.databaseURL {
-        return try Application(configuration: configuration, databaseConninfo: url, embeddedDatabase: nil, logger: logger)
-    }
-    let embedded = try EmbeddedDatabase.start(dataDirectory: configuration.dataDirectory, logger: logger)
+    let database = try configuration.openDatabase(session: false, logger: logger)
     do {
-        return try Application(configuration: configuration, databaseConninfo: embedded.conninfo,
-                               embeddedDatabase: embedded, logger: logger)
+        return try Application(configuration: configuration, database: database, logger: logger)
     } catch {
-        embedded.stopIfStartedHere()
+        database.close()
         throw error
     }
 }
@@ -279,25 +280,30 @@ final class Readiness: Sendable {
 /// backoff while the database is unreachable), then purge expired
 /// idempotency records in small rounds.
 final class Upkeep: Sendable {
+    /// Which idempotency records go, and how much of them at a time.
+    struct Purge: Sendable {
+        var retentionHours: Int
+        var intervalSeconds: Double
+        var roundRowsMax: Int
+        var roundsMax: Int
+    }
+
     private let ledger: Ledger
     private let readiness: Readiness
     private let migrate: Bool
-    private let retentionHours: Int
+    private let purge: Purge
     private let logger: Logger
     /// What must be read from the database once the schema is up, before
     /// the service counts as ready (the console's cookie key).
     private let afterSchema: @Sendable () throws -> Void
     private let state = Monitor(RunState())
 
-    static let purgeRoundRows = 1_000
-    static let purgeRoundsMax = 20
-    static let purgeIntervalSeconds = 60.0
-    init(ledger: Ledger, readiness: Readiness, migrate: Bool, retentionHours: Int, logger: Logger,
+    init(ledger: Ledger, readiness: Readiness, migrate: Bool, purge: Purge, logger: Logger,
          afterSchema: @escaping @Sendable () throws -> Void) {
         self.ledger = ledger
         self.readiness = readiness
         self.migrate = migrate
-        self.retentionHours = retentionHours
+        self.purge = purge
         self.logger = logger
         self.afterSchema = afterSchema
     }
@@ -306,8 +312,8 @@ final class Upkeep: Sendable {
         state.startThread(name: "wallet-upkeep") { [self] stopping in
             bringSchemaUp(stopping)
             while !stopping() {
-                purge(stopping)
-                state.pause(seconds: Self.purgeIntervalSeconds)
+                purgeExpired(stopping)
+                state.pause(seconds: purge.intervalSeconds)
             }
         }
     }
@@ -334,15 +340,15 @@ final class Upkeep: Sendable {
         }
     }
 
-    private func purge(_ stopping: () -> Bool) {
+    private func purgeExpired(_ stopping: () -> Bool) {
         guard readiness.isSchemaReady else { return }
         var total = 0
-        for _ in 0..<Self.purgeRoundsMax {
+        for _ in 0..<purge.roundsMax {
             guard !stopping() else { break }
-            let deleted = (try? ledger.purgeIdempotencyKeys(olderThanHours: retentionHours,
-                                                            limit: Self.purgeRoundRows)) ?? 0
+            let deleted = (try? ledger.purgeIdempotencyKeys(olderThanHours: purge.retentionHours,
+                                                            limit: purge.roundRowsMax)) ?? 0
             total += deleted
-            if deleted < Self.purgeRoundRows { break }
+            if deleted < purge.roundRowsMax { break }
         }
         if total > 0 { logger.info("idempotency records purged", ["purge.rows": String(total)]) }
     }
@@ -353,17 +359,18 @@ final class Upkeep: Sendable {
 /// reads count only holds still in time); it keeps `held` and the hold
 /// rows current for reports and admins.
 final class HoldSweeper: Sendable {
-    static let intervalSeconds = 5.0
-    static let walletsPerRound = 1_000
-
     private let ledger: Ledger
     private let readiness: Readiness
+    private let intervalSeconds: Double
+    private let walletsMax: Int
     private let logger: Logger
     private let state = Monitor(RunState())
 
-    init(ledger: Ledger, readiness: Readiness, logger: Logger) {
+    init(ledger: Ledger, readiness: Readiness, intervalSeconds: Double, walletsMax: Int, logger: Logger) {
         self.ledger = ledger
         self.readiness = readiness
+        self.intervalSeconds = intervalSeconds
+        self.walletsMax = walletsMax
         self.logger = logger
     }
 
@@ -372,13 +379,13 @@ final class HoldSweeper: Sendable {
             while !stopping() {
                 if readiness.isSchemaReady {
                     do {
-                        let expired = try ledger.expireHolds(wallets: Self.walletsPerRound)
+                        let expired = try ledger.expireHolds(wallets: walletsMax)
                         if expired > 0 { logger.info("holds expired", ["holds.expired": String(expired)]) }
                     } catch {
                         logger.warning("holds could not be expired", ["error": String(reflecting: error)])
                     }
                 }
-                state.pause(seconds: Self.intervalSeconds)
+                state.pause(seconds: intervalSeconds)
             }
         }
     }

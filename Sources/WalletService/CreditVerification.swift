@@ -53,8 +53,7 @@ struct CreditVerification: Sendable {
                               requireAccountToken: configuration.apple.requireAccountToken)
         let apple = configuration.apple
         receipts = ReceiptVerifier(configuration: .init(
-            productionURL: URL(string: apple.verifyReceiptURL) ?? ReceiptVerifier.appleProductionURL,
-            sandboxURL: URL(string: apple.verifyReceiptSandboxURL) ?? ReceiptVerifier.appleSandboxURL,
+            productionURL: apple.verifyReceiptURL, sandboxURL: apple.verifyReceiptSandboxURL,
             sharedSecret: apple.sharedSecret, bundleIDs: Set(apple.bundleIDs),
             allowSandbox: apple.environments.contains("Sandbox"),
             timeoutSeconds: Double(apple.verifyReceiptTimeoutSeconds)))

@@ -29,10 +29,7 @@ enum GooglePlaySetup {
         } catch {
             throw Configuration.ConfigurationError(variable: "WALLET_GOOGLE_SERVICE_ACCOUNT_FILE", message: "\(path) cannot be read")
         }
-        guard let apiURL = URL(string: google.apiURL) else {
-            throw Configuration.ConfigurationError(variable: "WALLET_GOOGLE_API_URL", message: "is not a URL")
-        }
-        return PlayClient(configuration: .init(packageName: packageName, apiURL: apiURL,
+        return PlayClient(configuration: .init(packageName: packageName, apiURL: google.apiURL,
                                                timeoutSeconds: Double(google.apiTimeoutSeconds)),
                           account: account,
                           observe: { endpoint, status, seconds in
@@ -44,13 +41,10 @@ enum GooglePlaySetup {
 extension GooglePlaySetup {
     /// The push authenticator, when the audience and service account are
     /// set (the configuration sets both or neither).
-    static func pushAuthenticator(_ configuration: Configuration, metrics: Metrics) throws -> PushAuthenticator? {
+    static func pushAuthenticator(_ configuration: Configuration, metrics: Metrics) -> PushAuthenticator? {
         let google = configuration.google
         guard let audience = google.pushAudience, let email = google.pushServiceAccount else { return nil }
-        guard let jwksURL = URL(string: google.pushJWKSURL) else {
-            throw Configuration.ConfigurationError(variable: "WALLET_GOOGLE_PUSH_JWKS_URL", message: "is not a URL")
-        }
-        return PushAuthenticator(configuration: .init(jwksURL: jwksURL, audience: audience, serviceAccountEmail: email)) {
+        return PushAuthenticator(configuration: .init(jwksURL: google.pushJWKSURL, audience: audience, serviceAccountEmail: email)) {
             status, seconds in
             metrics.observeGoogleKeysFetch(status: status.rawValue, seconds: seconds)
         }

@@ -288,23 +288,16 @@ public enum ReconcileCommand {
     /// the embedded one started for the command.
     private static func withLedger(_ configuration: Configuration, metrics: Metrics, logger: Logger,
                                    _ body: (Ledger) throws -> Run) throws -> Run {
-        var embedded: EmbeddedDatabase?
-        let conninfo: String
-        if let url = configuration.sessionDatabaseURL {
-            conninfo = url
-        } else {
-            let started = try EmbeddedDatabase.start(dataDirectory: configuration.dataDirectory,
-                                                     logger: Logger(label: "wallet", level: .warning))
-            embedded = started
-            conninfo = started.conninfo
-        }
-        defer { embedded?.stopIfStartedHere() }
+        let database = try configuration.openDatabase(session: true, logger: Logger(label: "wallet", level: .warning))
+        defer { database.close() }
+        // One sweep at a time, applying one notification or void at a time.
         let ledger = Ledger(
-            configuration: .init(conninfo: conninfo, poolSize: 2, writers: 1, batchOperationsMax: 1,
-                                 statementTimeoutMilliseconds: 30_000, acquireTimeoutMilliseconds: 5_000,
+            configuration: .init(conninfo: database.conninfo, poolSize: 2, writers: 1, batchOperationsMax: 1,
+                                 statementTimeoutMilliseconds: configuration.reconcileCommandStatementTimeoutMilliseconds,
+                                 acquireTimeoutMilliseconds: configuration.databaseAcquireTimeoutMillisecondsMax,
                                  lockTimeoutMilliseconds: configuration.lockTimeoutMilliseconds),
             metrics: metrics, logger: logger)
-        defer { ledger.shutdown(timeoutSeconds: 5) }
+        defer { ledger.shutdown(timeoutSeconds: Double(configuration.shutdownGraceSeconds)) }
         try ledger.bringSchemaUp(migrate: false)
         return try body(ledger)
     }

@@ -5,8 +5,8 @@ public import WalletCore
 
 /// The operator's work on the ledger database (`wallet migrate`, `keys`,
 /// `check`): one connection to the configured database, or to the embedded
-/// one, which is started for the duration when `wallet serve` is not
-/// running it.
+/// one (`DatabaseEndpoint`), which is started for the duration when
+/// `wallet serve` is not running it.
 public final class Administration {
     /// Most any one statement may take; the migrations and the ledger-wide
     /// check lift it (they take what they take).
@@ -20,25 +20,11 @@ public final class Administration {
         self.logger = logger
     }
 
-    /// Opens the database, migrating it first when `migrateFirst` is set,
-    /// runs `body`, and closes it again (stopping the embedded database if it
-    /// was started here).
-    /// `databaseURL` nil means the embedded database under `dataDirectory`.
-    public static func withDatabase<T>(url databaseURL: String?, dataDirectory: String, logger: Logger,
-                                       migrateFirst: Bool = false,
-                                       _ body: (Administration) throws -> T) throws -> T {
-        var embedded: EmbeddedDatabase?
-        let conninfo: String
-        if let databaseURL {
-            conninfo = databaseURL
-        } else {
-            let quiet = Logger(label: "wallet", level: .warning)
-            let started = try EmbeddedDatabase.start(dataDirectory: dataDirectory, logger: quiet)
-            embedded = started
-            conninfo = started.conninfo
-        }
-        defer { embedded?.stopIfStartedHere() }
-        var options = Connection.Options(conninfo: conninfo)
+    /// Connects to `database`, migrating it first when `migrateFirst` is
+    /// set, runs `body`, and disconnects.
+    public static func withConnection<T>(to database: DatabaseEndpoint, logger: Logger, migrateFirst: Bool = false,
+                                         _ body: (Administration) throws -> T) throws -> T {
+        var options = Connection.Options(conninfo: database.conninfo)
         options.statementTimeoutMilliseconds = statementTimeoutMilliseconds
         let connection = try Connection(options: options)
         defer { connection.close() }

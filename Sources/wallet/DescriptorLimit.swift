@@ -26,7 +26,7 @@ enum DescriptorLimit {
                 limit = raised
             }
         }
-        let needed = configuration.maxConnections + configuration.databasePoolSize + configuration.writers
+        let needed = configuration.connectionsMax + configuration.databasePoolSize + configuration.writers
             + spareDescriptors
         if Int(clamping: limit.rlim_cur) < needed {
             logger.warning("the open-file limit is below what WALLET_MAX_CONNECTIONS needs; connections past it are refused",

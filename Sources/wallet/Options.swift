@@ -57,10 +57,12 @@ struct Options {
 }
 
 extension Administration {
-    /// The configured database, or the embedded one.
+    /// The database the operator's commands use (`WALLET_DATABASE_SESSION_URL`,
+    /// `WALLET_DATABASE_URL`, or the embedded one), for the length of `body`.
     static func withDatabase<T>(_ configuration: Configuration, logger: Logger, migrateFirst: Bool = false,
                                 _ body: (Administration) throws -> T) throws -> T {
-        try withDatabase(url: configuration.sessionDatabaseURL, dataDirectory: configuration.dataDirectory, logger: logger,
-                         migrateFirst: migrateFirst, body)
+        let database = try configuration.openDatabase(session: true, logger: Logger(label: "wallet", level: .warning))
+        defer { database.close() }
+        return try withConnection(to: database, logger: logger, migrateFirst: migrateFirst, body)
     }
 }

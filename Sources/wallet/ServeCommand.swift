@@ -20,11 +20,6 @@ enum ServeCommand {
             arguments, environment: environment, values: ["database-url", "listen", "data-dir"], switches: ["no-migrate"],
             help: help) else { return 0 }
         let (configuration, logger) = (invocation.configuration, invocation.logger)
-        do {
-            try configuration.validateForServing()
-        } catch {
-            throw UsageError(message: "configuration: \(error.description)")
-        }
 
         // Signals are taken on this thread alone: block them before any other
         // thread exists, so every thread inherits the mask.
@@ -36,6 +31,14 @@ enum ServeCommand {
         signal(SIGPIPE, SIG_IGN)
         DescriptorLimit.raise(for: configuration, logger: logger)
 
+        // The factory checks what serving needs, once; a setting it refuses
+        // is the operator's to fix, like a malformed one.
+        let application: Application
+        do {
+            application = try buildApplication(configuration: configuration, logger: logger)
+        } catch let error as Configuration.ConfigurationError {
+            throw UsageError(message: "configuration: \(error.description)")
+        }
         if configuration.creditVerification.contains(.caller) && !configuration.usesEmbeddedDatabase {
             logger.warning("credit verification includes caller: the app backend's word is enough to credit coins",
                            ["config.credit_verification": modes(configuration)])
@@ -44,7 +47,6 @@ enum ServeCommand {
             logger.warning("credit verification includes appstore-api without WALLET_APPLE_REQUIRE_ACCOUNT_TOKEN: a flowNO-only credit of a transaction with no appAccountToken is accepted for whichever user asks",
                            ["config.credit_verification": modes(configuration)])
         }
-        let application = try buildApplication(configuration: configuration, logger: logger)
         do {
             try application.start()
         } catch {

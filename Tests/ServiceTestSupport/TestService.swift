@@ -36,8 +36,10 @@ public final class TestService: @unchecked Sendable {
         configuration.creditVerification = [.caller]
         // Test threads stand in for many clients, all from 127.0.0.1: that
         // address may have every connection unless a test says otherwise.
-        configuration.maxConnectionsPerIP = configuration.maxConnections
+        configuration.connectionsPerIPMax = configuration.connectionsMax
         configure(&configuration)
+        // What `Configuration.load` checks for a configuration it reads.
+        try configuration.validate()
         application = try buildApplication(configuration: configuration,
                                            logger: Logger(label: "wallet", level: .error, sink: .discard))
         try application.start()
@@ -54,7 +56,8 @@ public final class TestService: @unchecked Sendable {
         configuration.databaseURL = conninfo(database)
         configuration.listen = .init(host: "127.0.0.1", port: 0)
         configuration.creditVerification = [.caller]
-        configuration.maxConnectionsPerIP = configuration.maxConnections
+        configuration.connectionsPerIPMax = configuration.connectionsMax
+        try configuration.validate()
         return try buildApplication(configuration: configuration,
                                     logger: Logger(label: "wallet", level: .error, sink: .discard))
     }

@@ -239,8 +239,8 @@ struct AppStoreCreditTests {
             $0.apple.bundleIDs = [FakeAppStore.bundleID]
             $0.apple.environments = ["Production", "Sandbox"]
             $0.apple.appAppleID = FakeAppStore.appAppleID
-            $0.apple.verifyReceiptURL = production.url.absoluteString
-            $0.apple.verifyReceiptSandboxURL = sandbox.url.absoluteString
+            $0.apple.verifyReceiptURL = production.url
+            $0.apple.verifyReceiptSandboxURL = sandbox.url
             $0.apple.sharedSecret = "shared-secret-for-tests"
             $0.apple.verifyReceiptTimeoutSeconds = 5
         }
@@ -273,7 +273,7 @@ struct AppStoreCreditTests {
             $0.creditVerification = [.appStoreReceipt]
             $0.apple.bundleIDs = [FakeAppStore.bundleID]
             $0.apple.appAppleID = FakeAppStore.appAppleID
-            $0.apple.verifyReceiptURL = silent.url.absoluteString
+            $0.apple.verifyReceiptURL = silent.url
             $0.apple.verifyReceiptTimeoutSeconds = 2
         }
         defer { service.stop() }

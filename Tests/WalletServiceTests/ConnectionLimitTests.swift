@@ -76,11 +76,11 @@ struct ConnectionLimitTests {
     }
 
     @Test func thePerAddressLimitIsReadOnceWithinTheTotal() throws {
-        #expect(try Configuration.load(environment: [:]).maxConnectionsPerIP == Self.perAddressDefault)
+        #expect(try Configuration.load(environment: [:]).connectionsPerIPMax == Self.perAddressDefault)
         // The default never exceeds the total.
-        #expect(try Configuration.load(environment: ["WALLET_MAX_CONNECTIONS": "16"]).maxConnectionsPerIP == 16)
+        #expect(try Configuration.load(environment: ["WALLET_MAX_CONNECTIONS": "16"]).connectionsPerIPMax == 16)
         let set = try Configuration.load(environment: ["WALLET_MAX_CONNECTIONS": "4096", "WALLET_MAX_CONNECTIONS_PER_IP": "2000"])
-        #expect(set.maxConnectionsPerIP == 2000)
+        #expect(set.connectionsPerIPMax == 2000)
         for (total, perAddress) in [("1024", "1025"), ("1024", "0"), ("1024", "many"), ("8", "9")] {
             do {
                 _ = try Configuration.load(environment: ["WALLET_MAX_CONNECTIONS": total,

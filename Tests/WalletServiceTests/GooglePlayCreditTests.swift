@@ -251,7 +251,7 @@ struct GooglePlayConfigurationTests {
             }
         }
         let google = try Configuration.load(environment: [:]).google
-        #expect(google.apiURL == "https://androidpublisher.googleapis.com")
+        #expect(google.apiURL.absoluteString == "https://androidpublisher.googleapis.com")
         #expect(google.apiTimeoutSeconds == 10)
         #expect(!google.allowTestPurchases && !google.requireAccountID)
     }

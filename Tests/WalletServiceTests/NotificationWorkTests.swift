@@ -82,8 +82,8 @@ struct NotificationWorkTests {
             $0.apple.rootCertificatePaths = [rootFile]
             $0.google.serviceAccountFile = accountFile
             $0.google.packageName = google.packageName
-            $0.google.apiURL = google.apiURL.absoluteString
-            $0.google.pushJWKSURL = certs.url.absoluteString
+            $0.google.apiURL = google.apiURL
+            $0.google.pushJWKSURL = certs.url
             $0.google.pushAudience = FakeGoogleCerts.defaultAudience
             $0.google.pushServiceAccount = FakeGoogleCerts.defaultEmail
             $0.google.voidedPollMinutes = 0
@@ -299,7 +299,9 @@ struct NotificationWorkTests {
         let blocker = try Connection(options: service.database)
         try blocker.execute("BEGIN")
         try blocker.execute("LOCK TABLE wallet.appstore_notifications IN ACCESS EXCLUSIVE MODE")
-        let senders = Application.notificationThreads + Application.notificationQueueDepthMax + 8
+        let (threads, queueDepthMax) = (service.application.configuration.notificationThreads,
+                                        service.application.configuration.notificationQueueDepthMax)
+        let senders = threads + queueDepthMax + 8
         let bodies = (0..<senders).map { Self.notification(apple, type: "REFUND_DECLINED", number: 100 + $0) }
         let answers = Locked<[(status: Int, retryAfter: String?, code: String?)]>([])
         let port = service.port
@@ -323,7 +325,7 @@ struct NotificationWorkTests {
         sending.start()
         // The held notifications cannot finish, so every answer before the
         // release is a refusal; wait for all that cannot fit.
-        let refusalsExpected = senders - Application.notificationThreads - Application.notificationQueueDepthMax
+        let refusalsExpected = senders - threads - queueDepthMax
         let waitUntil = ContinuousClock.now + .seconds(30)
         while answers.withLock({ $0.count }) < refusalsExpected, ContinuousClock.now < waitUntil {
             Thread.sleep(forTimeInterval: 0.01)
@@ -341,7 +343,7 @@ struct NotificationWorkTests {
             #expect(answer.code == "overloaded")
         }
         #expect(all.allSatisfy { $0.status == 200 || $0.status == 503 }, "\(all.map(\.status))")
-        #expect(all.filter { $0.status == 200 }.count >= Application.notificationThreads)
+        #expect(all.filter { $0.status == 200 }.count >= threads)
         #expect(try service.request("GET", "/metrics").text
             .contains(#"wallet_appstore_notifications_total{outcome="overloaded"} \#(refused.count)"#))
     }

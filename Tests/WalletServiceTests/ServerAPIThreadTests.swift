@@ -16,6 +16,8 @@ struct ServerAPIThreadTests {
     @Test func creditsSweepsAndConsumptionAnswersRunTogetherAndStop() throws {
         let fixture = try AppleAPIFixture()
         defer { fixture.stop() }
+        let productionURL = try #require(URL(string: fixture.api.productionURL))
+        let sandboxURL = try #require(URL(string: fixture.api.sandboxURL))
         let service = try TestService { configuration in
             configuration.creditVerification = [.appStoreAPI]
             configuration.apple.bundleIDs = [FakeAppStore.bundleID]
@@ -25,8 +27,8 @@ struct ServerAPIThreadTests {
             configuration.apple.api.keyID = AppleAPIFixture.keyID
             configuration.apple.api.issuerID = AppleAPIFixture.issuerID
             configuration.apple.api.privateKeyFile = fixture.keyFile
-            configuration.apple.api.productionURL = fixture.api.productionURL
-            configuration.apple.api.sandboxURL = fixture.api.sandboxURL
+            configuration.apple.api.productionURL = productionURL
+            configuration.apple.api.sandboxURL = sandboxURL
             configuration.apple.api.timeoutSeconds = 2
             configuration.apple.api.reconcileIntervalMinutes = 1
             configuration.apple.api.consumptionConsent = true
