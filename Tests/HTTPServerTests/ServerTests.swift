@@ -1,5 +1,6 @@
 import Dispatch
 import HTTPServer
+import JSON
 import Locking
 import Logging
 import Testing

@@ -1,78 +1,45 @@
-import Foundation
-
-/// A JSON document as parsed, without loss: numbers keep their literal text
-/// and object members keep their order.
-///
-/// Equality compares number literals as text (`1.0` is not `1`), which is what
-/// a strict API wants when it echoes or stores a client's value.
-public enum JSONValue: Sendable, Equatable {
-    case null
-    case bool(Bool)
-    /// The number's literal text as it appeared, e.g. `6`, `-1.5e3`.
-    case number(String)
-    case string(String)
-    case array([JSONValue])
-    /// Members in document order. The strict parser never produces duplicate keys.
-    case object([(key: String, value: JSONValue)])
-
-    public init(_ value: some BinaryInteger) {
-        self = .number(String(value))
-    }
-
-    /// The first member named `key` when this is an object, else nil.
-    public subscript(key: String) -> JSONValue? {
-        guard case .object(let members) = self else { return nil }
-        return members.first { $0.key == key }?.value
-    }
-
-    public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
-        switch (lhs, rhs) {
-        case (.null, .null): true
-        case let (.bool(a), .bool(b)): a == b
-        case let (.number(a), .number(b)): a == b
-        case let (.string(a), .string(b)): a == b
-        case let (.array(a), .array(b)): a == b
-        case let (.object(a), .object(b)):
-            a.count == b.count && zip(a, b).allSatisfy { $0.key == $1.key && $0.value == $1.value }
-        default: false
-        }
-    }
-}
-
-extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,
-    ExpressibleByStringLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral
-{
-    public init(nilLiteral: ()) { self = .null }
-    public init(booleanLiteral value: Bool) { self = .bool(value) }
-    public init(integerLiteral value: Int) { self = .number(String(value)) }
-    public init(stringLiteral value: String) { self = .string(value) }
-    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
-    /// Members keep the order written in the literal.
-    public init(dictionaryLiteral elements: (String, JSONValue)...) {
-        self = .object(elements.map { (key: $0.0, value: $0.1) })
-    }
-}
-
 // MARK: - Serialization
 
 extension JSONValue {
-    /// Compact UTF-8 JSON text. Slashes are not escaped; number literals are
-    /// written as stored. Iterative, so a deep value cannot exhaust the stack.
+    /// Compact UTF-8 JSON text: the one writer of every JSON the service
+    /// sends or logs. Slashes are not escaped; number literals are written
+    /// as stored; members in their order.
     public func serialized() -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(128)
-        JSONWriter.write(self, into: &out)
+        JSONWriter.write(self, layout: .compact, into: &out)
+        return out
+    }
+
+    /// `serialized()` as a `String`.
+    public func serializedText() -> String {
+        String(decoding: serialized(), as: UTF8.self)
+    }
+
+    /// The same text laid out for people: each member and element on a line
+    /// of its own, indented two spaces a level, `"key" : value`.
+    public func serializedIndented() -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        JSONWriter.write(self, layout: .indented, into: &out)
         return out
     }
 }
 
+/// Writes `JSONValue`s. Iterative, so a deep value cannot exhaust the stack;
+/// strings are escaped in one place, `writeString`.
 enum JSONWriter {
+    enum Layout {
+        case compact, indented
+    }
+
     private enum Frame {
         case array([JSONValue], next: Int)
         case object([(key: String, value: JSONValue)], next: Int)
     }
 
-    static func write(_ root: JSONValue, into out: inout [UInt8]) {
+    static func write(_ root: JSONValue, layout: Layout, into out: inout [UInt8]) {
+        let indented = layout == .indented
         var stack: [Frame] = []
         var pending: JSONValue? = root
         while true {
@@ -92,22 +59,28 @@ enum JSONWriter {
                 }
             }
             guard let frame = stack.popLast() else { return }
+            // The frame's own depth is the number of containers around it.
+            let depth = stack.count
             switch frame {
             case .array(let elements, let next):
                 if next == elements.count {
+                    if indented && next > 0 { newLine(depth: depth, into: &out) }
                     out.append(UInt8(ascii: "]"))
                 } else {
                     if next > 0 { out.append(UInt8(ascii: ",")) }
+                    if indented { newLine(depth: depth + 1, into: &out) }
                     pending = elements[next]
                     stack.append(.array(elements, next: next + 1))
                 }
             case .object(let members, let next):
                 if next == members.count {
+                    if indented && next > 0 { newLine(depth: depth, into: &out) }
                     out.append(UInt8(ascii: "}"))
                 } else {
                     if next > 0 { out.append(UInt8(ascii: ",")) }
+                    if indented { newLine(depth: depth + 1, into: &out) }
                     writeString(members[next].key, into: &out)
-                    out.append(UInt8(ascii: ":"))
+                    out.append(contentsOf: indented ? " : ".utf8 : ":".utf8)
                     pending = members[next].value
                     stack.append(.object(members, next: next + 1))
                 }
@@ -115,6 +88,13 @@ enum JSONWriter {
         }
     }
 
+    private static func newLine(depth: Int, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\n"))
+        out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: 2 * depth))
+    }
+
+    /// A JSON string: `"` and `\` escaped, control characters as `\n`, `\r`,
+    /// `\t` or `\u00XX`; everything else, non-ASCII included, as UTF-8.
     static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         for byte in s.utf8 {
