@@ -5,10 +5,9 @@ extension JSONValue {
     /// sends or logs. Slashes are not escaped; number literals are written
     /// as stored; members in their order.
     public func serialized() -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(128)
-        JSONWriter.write(self, layout: .compact, into: &out)
-        return out
+        var writer = JSONWriter(layout: .compact)
+        writer.write(self)
+        return writer.out
     }
 
     /// `serialized()` as a `String`.
@@ -19,16 +18,15 @@ extension JSONValue {
     /// The same text laid out for people: each member and element on a line
     /// of its own, indented two spaces a level, `"key" : value`.
     public func serializedIndented() -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(256)
-        JSONWriter.write(self, layout: .indented, into: &out)
-        return out
+        var writer = JSONWriter(layout: .indented)
+        writer.write(self)
+        return writer.out
     }
 }
 
 /// Writes `JSONValue`s. Iterative, so a deep value cannot exhaust the stack;
 /// strings are escaped in one place, `writeString`.
-enum JSONWriter {
+struct JSONWriter {
     enum Layout {
         case compact, indented
     }
@@ -38,8 +36,15 @@ enum JSONWriter {
         case object([(key: String, value: JSONValue)], next: Int)
     }
 
-    static func write(_ root: JSONValue, layout: Layout, into out: inout [UInt8]) {
-        let indented = layout == .indented
+    let layout: Layout
+    private(set) var out: [UInt8] = []
+
+    init(layout: Layout) {
+        self.layout = layout
+        out.reserveCapacity(128)
+    }
+
+    mutating func write(_ root: JSONValue) {
         var stack: [Frame] = []
         var pending: JSONValue? = root
         while true {
@@ -49,7 +54,7 @@ enum JSONWriter {
                 case .null: out.append(contentsOf: "null".utf8)
                 case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
                 case .number(let literal): out.append(contentsOf: literal.utf8)
-                case .string(let s): writeString(s, into: &out)
+                case .string(let s): writeString(s)
                 case .array(let elements):
                     out.append(UInt8(ascii: "["))
                     stack.append(.array(elements, next: 0))
@@ -63,39 +68,49 @@ enum JSONWriter {
             let depth = stack.count
             switch frame {
             case .array(let elements, let next):
-                if next == elements.count {
-                    if indented && next > 0 { newLine(depth: depth, into: &out) }
-                    out.append(UInt8(ascii: "]"))
-                } else {
-                    if next > 0 { out.append(UInt8(ascii: ",")) }
-                    if indented { newLine(depth: depth + 1, into: &out) }
-                    pending = elements[next]
-                    stack.append(.array(elements, next: next + 1))
+                guard next < elements.count else {
+                    close(UInt8(ascii: "]"), count: next, depth: depth)
+                    continue
                 }
+                startItem(next, depth: depth + 1)
+                pending = elements[next]
+                stack.append(.array(elements, next: next + 1))
             case .object(let members, let next):
-                if next == members.count {
-                    if indented && next > 0 { newLine(depth: depth, into: &out) }
-                    out.append(UInt8(ascii: "}"))
-                } else {
-                    if next > 0 { out.append(UInt8(ascii: ",")) }
-                    if indented { newLine(depth: depth + 1, into: &out) }
-                    writeString(members[next].key, into: &out)
-                    out.append(contentsOf: indented ? " : ".utf8 : ":".utf8)
-                    pending = members[next].value
-                    stack.append(.object(members, next: next + 1))
+                guard next < members.count else {
+                    close(UInt8(ascii: "}"), count: next, depth: depth)
+                    continue
                 }
+                startItem(next, depth: depth + 1)
+                writeString(members[next].key)
+                out.append(contentsOf: layout == .indented ? " : ".utf8 : ":".utf8)
+                pending = members[next].value
+                stack.append(.object(members, next: next + 1))
             }
         }
     }
 
-    private static func newLine(depth: Int, into out: inout [UInt8]) {
+    /// The separator before a container's item `index`, on a line of its own
+    /// when indented.
+    private mutating func startItem(_ index: Int, depth: Int) {
+        if index > 0 { out.append(UInt8(ascii: ",")) }
+        if layout == .indented { newLine(depth: depth) }
+    }
+
+    /// The closing bracket of a container of `count` items; an empty one
+    /// stays on its opening line.
+    private mutating func close(_ bracket: UInt8, count: Int, depth: Int) {
+        if layout == .indented && count > 0 { newLine(depth: depth) }
+        out.append(bracket)
+    }
+
+    private mutating func newLine(depth: Int) {
         out.append(UInt8(ascii: "\n"))
         out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: 2 * depth))
     }
 
     /// A JSON string: `"` and `\` escaped, control characters as `\n`, `\r`,
     /// `\t` or `\u00XX`; everything else, non-ASCII included, as UTF-8.
-    static func writeString(_ s: String, into out: inout [UInt8]) {
+    private mutating func writeString(_ s: String) {
         out.append(UInt8(ascii: "\""))
         for byte in s.utf8 {
             switch byte {
