@@ -1,6 +1,7 @@
 import AppStore
 import Foundation
 import HTTPServer
+import JSON
 import Logging
 import WalletCore
 import WalletStore

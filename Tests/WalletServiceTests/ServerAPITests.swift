@@ -3,6 +3,7 @@ import Crypto
 import CryptoTestSupport
 import Foundation
 import HTTPServer
+import JSON
 import Locking
 import Postgres
 import ServiceTestSupport
@@ -253,6 +254,9 @@ struct ServerAPITests {
         let start = (first["startDate"] as? NSNumber)?.int64Value ?? 0
         let end = (first["endDate"] as? NSNumber)?.int64Value ?? 0
         #expect(abs((end - start) - 7 * 86_400_000) < 60_000, "\(start) \(end)")
+        // The bytes: the two members in key order.
+        let sent = try #require(rig.api.received(pathContaining: "/notifications/history").last?.body)
+        #expect(String(decoding: sent, as: UTF8.self) == #"{"endDate":\#(end),"startDate":\#(start)}"#)
     }
 
     @Test func theServiceSweepsOnItsOwnAndKeepsItsMark() throws {
