@@ -80,14 +80,15 @@ public struct LedgerStore: Sendable {
     }
 
     static func credit(_ operations: [CreditOperation], on connection: Connection) throws -> [CreditResult] {
-        let requests = operations.map {
+        // One `wallet.credit_operation` each, its fields in the type's order.
+        let records = operations.map {
             PostgresRecord([$0.client, $0.flowNo.rawValue, $0.userID.rawValue, $0.productID.rawValue,
-                            Int32($0.quantity.value), $0.claimedAmount, $0.source.rawValue, $0.environment])
+                            Int32($0.quantity.value), $0.claimedAmount, $0.source.rawValue, $0.environment,
+                            $0.purchaseToken])
         }
-        let tokens = operations.map(\.purchaseToken)
         let rows = try connection.prepared("""
             SELECT outcome, currency, amount, status, entry_id, created_at, balance, expected_amount, held
-            FROM wallet.credit_many(\(requests)::wallet.credit_request[], \(tokens)::text[])
+            FROM wallet.credit_many(\(records)::wallet.credit_operation[])
             """)
         guard rows.count == operations.count else { throw StoreError.unexpectedRowCount(rows.count, operations.count) }
         return try rows.map { row in

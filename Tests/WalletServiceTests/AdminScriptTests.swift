@@ -485,8 +485,8 @@ struct AdminScriptTests {
         // A purchase of 3 units credited from Google Play, then 2 of them voided.
         #expect(try books.connection.query("""
             SELECT outcome FROM wallet.credit_many(ARRAY[
-                ROW('app', 'GPA.77-1', 'g1', 'guodong600', 3, NULL, 'googleplay', 'Production')::wallet.credit_request],
-                ARRAY['tok-77'])
+                ROW('app', 'GPA.77-1', 'g1', 'guodong600', 3, NULL, 'googleplay', 'Production',
+                    'tok-77')::wallet.credit_operation])
             """)[0]["outcome"] == "credited")
         #expect(try books.connection.query("""
             SELECT outcome FROM wallet.apply_googleplay_voids('GPA.77-1', 'tok-77',
@@ -744,7 +744,7 @@ private struct Books {
     func credit(flowNo: String, userID: String, productID: String) throws -> String {
         try connection.query("""
             SELECT outcome FROM wallet.credit_many(ARRAY[
-                ROW('test', \(flowNo), \(userID), \(productID), 1, NULL, 'caller', NULL)::wallet.credit_request])
+                ROW('test', \(flowNo), \(userID), \(productID), 1, NULL, 'caller', NULL, NULL)::wallet.credit_operation])
             """)[0].decode(String.self, at: 0)
     }
 

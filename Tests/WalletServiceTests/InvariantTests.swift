@@ -56,7 +56,7 @@ struct InvariantTests {
         let connection = try Connection(options: try TestDatabase.make())
         try connection.query("""
             SELECT * FROM wallet.credit_many(ARRAY[
-                ROW('tests', 'f-1', 'ann', 'guodong600', 1, NULL, 'caller', NULL)::wallet.credit_request])
+                ROW('tests', 'f-1', 'ann', 'guodong600', 1, NULL, 'caller', NULL, NULL)::wallet.credit_operation])
             """)
         try connection.query("""
             SELECT * FROM wallet.debit_many(ARRAY[
