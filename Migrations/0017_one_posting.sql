@@ -1,11 +1,12 @@
--- Money moves in one place.
+-- Money moves in one place, and hold answers are typed.
 --
 -- Ledger entries and balance changes are written by one function,
 -- wallet.post_entries (Migrations/functions/11_post_entries.sql), from typed
--- postings: credits, debits, refunds, reversals, grants and revokes post
--- through it. The functions that move money live in function files (grants,
--- revokes and reversals, until now in 0003, included); this migration only
--- adds the types they take and drops what the files no longer define.
+-- postings: credits, debits, captures, refunds, reversals, grants and
+-- revokes post through it. The functions that move money live in function
+-- files (grants, revokes and reversals, until now in 0003, included); this
+-- migration only changes types and constraints and drops what the files no
+-- longer define.
 
 -- One movement of coins in one wallet: a ledger entry to append, with its
 -- signed amount (entries_sign says which kinds add and which take).
@@ -63,3 +64,49 @@ CREATE TYPE wallet.debit_state AS (
 -- The batch functions' last step before postings: replaced by
 -- wallet.post_entries.
 DROP FUNCTION IF EXISTS wallet.finish_batch(TEXT, INTEGER, INTEGER, wallet.batch_wallet[], wallet.entries[]);
+
+-- Holds answer in typed columns, as debits do. The functions that built
+-- their answers as JSON, and the advisory lock that kept one key's
+-- operations apart (the key's primary key does that now), go; the functions
+-- that take their place are in Migrations/functions/07_holds.sql, taking
+-- one wallet.hold_request each.
+DROP FUNCTION IF EXISTS wallet.hold_many(wallet.hold_request[]);
+DROP FUNCTION IF EXISTS wallet.place_hold(TEXT, TEXT, BYTEA, TEXT, TEXT, TEXT, BIGINT, TEXT, JSONB, INTEGER);
+DROP FUNCTION IF EXISTS wallet.capture_hold(TEXT, TEXT, BYTEA, TEXT, BIGINT, BIGINT, BOOLEAN);
+DROP FUNCTION IF EXISTS wallet.release_hold(TEXT, TEXT, BYTEA, TEXT, BIGINT, BOOLEAN, TEXT);
+DROP FUNCTION IF EXISTS wallet.hold_key_outcome(TEXT, TEXT, BYTEA);
+DROP FUNCTION IF EXISTS wallet.store_hold_outcome(TEXT, TEXT, BYTEA, TEXT, TEXT, JSONB, BIGINT, BIGINT, BIGINT, BIGINT, BIGINT);
+DROP FUNCTION IF EXISTS wallet.hold_json(wallet.holds);
+DROP FUNCTION IF EXISTS wallet.balance_json(TEXT, TEXT, BIGINT, BIGINT);
+DROP TYPE wallet.hold_result;
+
+-- The answer of a hold operation, from which the service writes the body:
+-- the hold as the answer shows it, and the wallet's balance and active
+-- holds then. `replayed`: the answer comes from an earlier request with the
+-- same key, first answered to `request_id`. `stored_response`: a hold,
+-- capture or release answered by the previous release, whose body was
+-- stored whole and is replayed as it was first sent.
+CREATE TYPE wallet.hold_result AS (
+    outcome         TEXT,
+    replayed        BOOLEAN,
+    request_id      TEXT,
+    hold            wallet.holds,
+    balance         BIGINT,
+    held            BIGINT,
+    stored_response JSONB
+);
+
+-- A release names its reason in the request's `reason` (an operator's,
+-- through wallet.admin_release_hold; the API gives none).
+COMMENT ON COLUMN wallet.hold_request.reason IS 'place: why the coins are held; release: why they are released';
+
+-- What the previous release stored under idempotency keys stays as it is.
+-- Its holds, captures and releases kept their answer's body, replayed as
+-- first sent; its refusals (insufficient_funds, hold_not_active,
+-- amount_exceeds_hold) kept one too, but every value in it is in typed
+-- columns as well (the balance and held the answer gave, and the hold,
+-- whose status and amount no longer change once it is not held), and they
+-- are rebuilt from those, as this release's are. Every hold answer names
+-- its hold, but a placement refused for insufficient funds.
+ALTER TABLE wallet.idempotency_keys ADD CONSTRAINT idempotency_keys_hold_answer
+    CHECK (outcome NOT IN ('held', 'captured', 'released', 'hold_not_active', 'amount_exceeds_hold') OR hold_id IS NOT NULL);

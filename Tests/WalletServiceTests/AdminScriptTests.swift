@@ -443,9 +443,12 @@ struct AdminScriptTests {
         let books = try Books()
         try books.connection.query("SELECT wallet.grant_coins('hu', 500, 'coin', 'setup', 'alice')")
         for (key, amount) in [("a", 100), ("b", 150)] {
+            // A hold as the service places one: kind, client, key, request hash and id, any client, then
+            // the wallet, amount, reason, metadata and expiry (no hold id).
             try books.connection.query("""
-                SELECT outcome FROM wallet.place_hold('game-server', \(key), '\\x01', 'rq', 'hu', 'coin',
-                                                      \(amount)::bigint, 'match entry', NULL, 300)
+                SELECT outcome FROM wallet.hold_many(ARRAY[ROW('place', 'game-server', \(key), '\\x01', 'rq', FALSE, 'hu',
+                                                               'coin', \(amount)::bigint, 'match entry', NULL, 300,
+                                                               NULL)::wallet.hold_request])
                 """)
         }
         let listed = try books.psql.run("holds.sql", [:], arguments: ["--csv"])
