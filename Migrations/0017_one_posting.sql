@@ -1,6 +1,6 @@
 -- Money moves in one place, and hold answers are typed.
 --
--- Ledger entries and balance changes are written by one function,
+-- Every ledger entry and every balance change is written by one function,
 -- wallet.post_entries (Migrations/functions/11_post_entries.sql), from typed
 -- postings: credits, debits, captures, refunds, reversals, grants and
 -- revokes post through it. The functions that move money live in function
@@ -110,3 +110,10 @@ COMMENT ON COLUMN wallet.hold_request.reason IS 'place: why the coins are held; 
 -- its hold, but a placement refused for insufficient funds.
 ALTER TABLE wallet.idempotency_keys ADD CONSTRAINT idempotency_keys_hold_answer
     CHECK (outcome NOT IN ('held', 'captured', 'released', 'hold_not_active', 'amount_exceeds_hold') OR hold_id IS NOT NULL);
+
+-- wallet.apply_appstore_notification queues Apple's consumption answer
+-- itself, by the rules that were the service's (Apple's 12-hour window, a
+-- consumable, a known environment), and says whether it did
+-- (Migrations/functions/03_apply_appstore_notification.sql). Its
+-- ten-argument form stays for the previous release's instances, which
+-- queue the answer themselves.
