@@ -3,10 +3,10 @@
 -- Every ledger entry and every balance change is written by one function,
 -- wallet.post_entries (Migrations/functions/11_post_entries.sql), from typed
 -- postings: credits, debits, captures, refunds, reversals, grants and
--- revokes post through it. The functions that move money live in function
--- files (grants, revokes and reversals, until now in 0003, included); this
--- migration only changes types and constraints and drops what the files no
--- longer define.
+-- revokes post through it. Every function lives in a function file now
+-- (grants, revokes and reversals, the report, the keys' and the tables'
+-- helpers, until now in migrations, included); this migration only
+-- changes types and constraints and drops what the files no longer define.
 
 -- One movement of coins in one wallet: a ledger entry to append, with its
 -- signed amount (entries_sign says which kinds add and which take).
