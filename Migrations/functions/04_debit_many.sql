@@ -47,7 +47,8 @@ DECLARE
     s          wallet.debit_state;
     v_earlier  INTEGER;
     v_wallet   wallet.batch_wallet;
-    v_stored   INTEGER := 0;
+    -- An answer decided now, set field by field (cheaper than a call each).
+    v_result   wallet.debit_result := wallet.debit_refused(NULL);
 BEGIN
     IF EXISTS (SELECT 1 FROM unnest(p_requests) q WHERE q.amount IS NULL OR q.amount NOT BETWEEN 1 AND 1000000000000) THEN
         RAISE EXCEPTION 'debit_many: amount out of range' USING ERRCODE = 'WL003';
@@ -60,6 +61,7 @@ BEGIN
               FROM unnest(p_requests) WITH ORDINALITY q ORDER BY q.ordinality),
         FALSE) l;
     v_states := wallet.debit_states(p_requests);
+    v_result.created_at := now();
 
     FOR i IN 1 .. v_count LOOP
         r := p_requests[i];
@@ -78,7 +80,6 @@ BEGIN
             op_posting[i] := CASE WHEN (v_results[i]).replayed THEN op_posting[v_earlier] END;
         ELSE
             g_stored[s.first] := i;
-            v_stored := v_stored + 1;
             -- A wallet that does not exist has a balance of 0.
             v_wallet := coalesce(v_wallets[op_wallet[i]], ROW(r.user_id, r.currency, 0, FALSE, 0)::wallet.batch_wallet);
             -- Against what is available: the balance less its active holds.
@@ -87,18 +88,18 @@ BEGIN
                 v_wallets[op_wallet[i]] := v_wallet;
                 v_postings[cardinality(v_postings) + 1] := wallet.debit_posting(r);
                 op_posting[i] := cardinality(v_postings);
-                v_results[i] := wallet.debit_answer('debited', r, v_wallet);
+                v_result.outcome := 'debited';
             ELSE
-                v_results[i] := wallet.debit_answer('insufficient_funds', r, v_wallet);
+                v_result.outcome := 'insufficient_funds';
             END IF;
+            v_result.balance := v_wallet.balance;
+            v_result.held := v_wallet.held;
+            v_result.request_id := r.request_id;
+            v_results[i] := v_result;
         END IF;
     END LOOP;
 
-    v_results := wallet.debit_results_posted(v_results, op_posting, wallet.post_entries(v_postings));
-    IF v_stored > 0 THEN
-        PERFORM wallet.store_debit_outcomes(p_requests, v_results);
-    END IF;
-    RETURN QUERY SELECT * FROM unnest(v_results);
+    RETURN QUERY SELECT * FROM unnest(wallet.post_debits(p_requests, v_results, op_posting, v_postings));
 END;
 $$;
 
@@ -142,26 +143,6 @@ BEGIN
                     ELSE jsonb_build_object('metadata', p_request.metadata) END;
     END IF;
     RETURN v_posting;
-END;
-$$;
-
--- The answer a request gets now: debited (the balance after it) or
--- insufficient_funds (the balance that was too low), with what the wallet's
--- active holds keep. The entry is named once it is posted.
-CREATE OR REPLACE FUNCTION wallet.debit_answer(p_outcome TEXT, p_request wallet.debit_request,
-                                               p_wallet wallet.batch_wallet)
-RETURNS wallet.debit_result
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    v_result wallet.debit_result;
-BEGIN
-    v_result.outcome := p_outcome;
-    v_result.replayed := FALSE;
-    v_result.balance := p_wallet.balance;
-    v_result.held := p_wallet.held;
-    v_result.created_at := now();
-    v_result.request_id := p_request.request_id;
-    RETURN v_result;
 END;
 $$;
 
@@ -212,44 +193,37 @@ BEGIN
 END;
 $$;
 
--- The answers of a posted batch, each debit's (and each replay of it)
--- naming the entry its posting wrote: `p_op_posting` gives, per answer, its
--- posting's place in `p_entries`.
-CREATE OR REPLACE FUNCTION wallet.debit_results_posted(
-    p_results wallet.debit_result[], p_op_posting INTEGER[], p_entries wallet.entries[])
+-- Posts the batch's debits, names each answer's entry (`p_op_posting`
+-- gives, per answer, its posting's place among `p_postings`), and keeps
+-- each outcome decided now under its key: the debit (its entry, the balance
+-- after it) or the sticky insufficient_funds (the balance that was too
+-- low), with the wallet's active holds then. Returns the answers.
+--
+-- The key's primary key decides a race with another transaction: a key it
+-- committed since the lookup fails this insert with a unique violation on
+-- idempotency_keys_pkey, which the service treats as WL008. Not ON
+-- CONFLICT DO NOTHING: its speculative insertion cost a 20-debit batch
+-- about a tenth of its time.
+CREATE OR REPLACE FUNCTION wallet.post_debits(p_requests wallet.debit_request[], p_results wallet.debit_result[],
+                                              p_op_posting INTEGER[], p_postings wallet.posting[])
 RETURNS wallet.debit_result[]
-LANGUAGE plpgsql IMMUTABLE AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
-    v_result wallet.debit_result;
+    v_entries wallet.entries[] := wallet.post_entries(p_postings);
+    v_result  wallet.debit_result;
 BEGIN
     FOR i IN 1 .. coalesce(cardinality(p_results), 0) LOOP
         CONTINUE WHEN p_op_posting[i] IS NULL;
         v_result := p_results[i];
-        v_result.entry_id := (p_entries[p_op_posting[i]]).id;
+        v_result.entry_id := (v_entries[p_op_posting[i]]).id;
         p_results[i] := v_result;
     END LOOP;
-    RETURN p_results;
-END;
-$$;
-
--- Keeps each outcome decided now under its key: the debit (its entry, the
--- balance after it) or the sticky insufficient_funds (the balance that was
--- too low), with the wallet's active holds then. The key's primary key
--- decides a race with another transaction: a key it committed since the
--- lookup fails this insert with a unique violation on
--- idempotency_keys_pkey, which the service treats as WL008. Not ON
--- CONFLICT DO NOTHING: its speculative insertion cost a 20-debit batch
--- about a tenth of its time.
-CREATE OR REPLACE FUNCTION wallet.store_debit_outcomes(p_requests wallet.debit_request[],
-                                                       p_results wallet.debit_result[])
-RETURNS VOID
-LANGUAGE plpgsql AS $$
-BEGIN
     INSERT INTO wallet.idempotency_keys (client, key, request_hash, outcome, request_id, entry_id, amount, balance,
                                          held)
     SELECT q.client, q.key, q.request_hash, a.outcome, q.request_id, a.entry_id, q.amount, a.balance, a.held
     FROM unnest(p_requests) WITH ORDINALITY q
     JOIN unnest(p_results) WITH ORDINALITY a ON a.ordinality = q.ordinality
     WHERE NOT a.replayed AND a.outcome IN ('debited', 'insufficient_funds');
+    RETURN p_results;
 END;
 $$;
