@@ -296,14 +296,18 @@ CREATE OR REPLACE FUNCTION wallet.capture_hold(p_request wallet.hold_request)
 RETURNS wallet.hold_result
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_result wallet.hold_result := wallet.hold_to_settle(p_request);
-    v_hold   wallet.holds := v_result.hold;
-    v_amount BIGINT := coalesce(p_request.amount, v_hold.amount);
+    v_result wallet.hold_result;
+    v_hold   wallet.holds;
+    v_amount BIGINT;
     v_entry  wallet.entries;
 BEGIN
+    v_result := wallet.hold_to_settle(p_request);
     IF v_result.outcome IS NOT NULL THEN
         RETURN v_result;
-    ELSIF v_amount > v_hold.amount OR v_result.balance < v_amount THEN
+    END IF;
+    v_hold := v_result.hold;
+    v_amount := coalesce(p_request.amount, v_hold.amount);
+    IF v_amount > v_hold.amount OR v_result.balance < v_amount THEN
         v_result.outcome := CASE WHEN v_amount > v_hold.amount THEN 'amount_exceeds_hold' ELSE 'insufficient_funds' END;
         RETURN wallet.store_hold_answer(p_request, v_result, v_amount);
     END IF;
@@ -329,9 +333,10 @@ CREATE OR REPLACE FUNCTION wallet.release_hold(p_request wallet.hold_request)
 RETURNS wallet.hold_result
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_result wallet.hold_result := wallet.hold_to_settle(p_request);
+    v_result wallet.hold_result;
     v_hold   wallet.holds;
 BEGIN
+    v_result := wallet.hold_to_settle(p_request);
     IF v_result.outcome IS NOT NULL THEN
         RETURN v_result;
     END IF;
