@@ -211,19 +211,24 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_entries wallet.entries[] := wallet.post_entries(p_postings);
     v_result  wallet.debit_result;
+    -- Whether any outcome was decided now (a batch of replays stores none).
+    v_decided BOOLEAN := FALSE;
 BEGIN
     FOR i IN 1 .. coalesce(cardinality(p_results), 0) LOOP
-        CONTINUE WHEN p_op_posting[i] IS NULL;
         v_result := p_results[i];
+        v_decided := v_decided OR (NOT v_result.replayed AND v_result.outcome IN ('debited', 'insufficient_funds'));
+        CONTINUE WHEN p_op_posting[i] IS NULL;
         v_result.entry_id := (v_entries[p_op_posting[i]]).id;
         p_results[i] := v_result;
     END LOOP;
-    INSERT INTO wallet.idempotency_keys (client, key, request_hash, outcome, request_id, entry_id, amount, balance,
-                                         held)
-    SELECT q.client, q.key, q.request_hash, a.outcome, q.request_id, a.entry_id, q.amount, a.balance, a.held
-    FROM unnest(p_requests) WITH ORDINALITY q
-    JOIN unnest(p_results) WITH ORDINALITY a ON a.ordinality = q.ordinality
-    WHERE NOT a.replayed AND a.outcome IN ('debited', 'insufficient_funds');
+    IF v_decided THEN
+        INSERT INTO wallet.idempotency_keys (client, key, request_hash, outcome, request_id, entry_id, amount, balance,
+                                             held)
+        SELECT q.client, q.key, q.request_hash, a.outcome, q.request_id, a.entry_id, q.amount, a.balance, a.held
+        FROM unnest(p_requests) WITH ORDINALITY q
+        JOIN unnest(p_results) WITH ORDINALITY a ON a.ordinality = q.ordinality
+        WHERE NOT a.replayed AND a.outcome IN ('debited', 'insufficient_funds');
+    END IF;
     RETURN p_results;
 END;
 $$;
