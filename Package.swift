@@ -121,7 +121,9 @@ let package = Package(
             dependencies: [
                 "WalletService", "WalletStore", "Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore",
                 "WalletCore", "JSON", "Locking", "StoreHTTP", "GooglePlay", "TestSupport", "ServiceTestSupport",
-            ]
+            ],
+            // The previous release's function files, read by the upgrade test.
+            exclude: ["PreviousRelease"]
         ),
     ],
     swiftLanguageModes: [.v6]
