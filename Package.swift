@@ -64,7 +64,7 @@ let package = Package(
         // migrations and function files.
         .target(
             name: "WalletStore",
-            dependencies: ["Postgres", "Crypto", "WalletCore", "Locking", "Logging"],
+            dependencies: ["Postgres", "Crypto", "JSON", "WalletCore", "Locking", "Logging"],
             plugins: ["EmbedFiles"]
         ),
         .target(
