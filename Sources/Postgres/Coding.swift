@@ -196,32 +196,6 @@ extension Date: PostgresDecodable, PostgresEncodable {
     }
 }
 
-/// A `timestamptz` column as RFC 3339 UTC text with microseconds
-/// (`2026-01-02T03:04:05.678900Z`). Connections run with `TimeZone` UTC and
-/// the ISO date style, so the server writes `2026-01-02 03:04:05.6789+00`.
-public struct Timestamp: Hashable, Sendable, PostgresDecodable {
-    public var rfc3339: String
-
-    public init(postgresText text: String) throws(PostgresError) {
-        let bytes = Array(text.utf8)
-        // "YYYY-MM-DD HH:MM:SS", an optional fraction, then "+00".
-        guard bytes.count >= 22, bytes[10] == UInt8(ascii: " "), bytes.suffix(3) == Array("+00".utf8),
-              bytes[..<19].allSatisfy({ (0x30...0x3a).contains($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: " ") })
-        else { throw .undecodable(text, as: "Timestamp") }
-        var fraction = bytes[19..<(bytes.count - 3)]
-        if !fraction.isEmpty {
-            guard fraction.first == UInt8(ascii: "."), fraction.count <= 7,
-                  fraction.dropFirst().allSatisfy({ (0x30...0x39).contains($0) }) else {
-                throw .undecodable(text, as: "Timestamp")
-            }
-            fraction = fraction.dropFirst()
-        }
-        var output = Array(bytes[..<10]) + [UInt8(ascii: "T")] + Array(bytes[11..<19]) + [UInt8(ascii: ".")]
-        output += fraction + Array(repeating: UInt8(ascii: "0"), count: 6 - fraction.count) + [UInt8(ascii: "Z")]
-        rfc3339 = String(decoding: output, as: UTF8.self)
-    }
-}
-
 extension Optional: PostgresEncodable where Wrapped: PostgresEncodable {
     public var postgresText: String? {
         switch self {
