@@ -71,10 +71,19 @@ let package = Package(
             dependencies: ["Postgres", "Crypto", "JSON", "WalletCore", "Locking", "Logging"],
             plugins: ["EmbedFiles"]
         ),
+        // What the service's roles share: metrics, readiness, the bounded
+        // pools of work kept off the server threads, the problem mapping of
+        // `WalletError`, and the two store paths both a route and a sweep
+        // take (App Store notifications, Google Play voids).
+        .target(
+            name: "ServiceSupport",
+            dependencies: ["WalletStore", "HTTPServer", "AppStore", "GooglePlay", "StoreHTTP", "WalletCore", "JSON",
+                           "Locking", "Logging"]
+        ),
         .target(
             name: "WalletService",
-            dependencies: ["WalletStore", "HTTPServer", "Crypto", "AppStore", "GooglePlay", "StoreHTTP", "WalletCore", "JSON",
-                           "Locking", "Logging", "Timestamps"],
+            dependencies: ["ServiceSupport", "WalletStore", "HTTPServer", "Crypto", "AppStore", "GooglePlay", "StoreHTTP",
+                           "WalletCore", "JSON", "Locking", "Logging", "Timestamps"],
             exclude: ["Embedded"],
             plugins: ["EmbedFiles"]
         ),
@@ -108,7 +117,7 @@ let package = Package(
         // The service in-process, on a real socket and a real database.
         .target(
             name: "ServiceTestSupport",
-            dependencies: ["TestSupport", "WalletService", "WalletStore", "WalletCore", "Postgres", "HTTPServer"],
+            dependencies: ["TestSupport", "WalletService", "ServiceSupport", "WalletStore", "WalletCore", "Postgres", "HTTPServer"],
             path: "Tests/ServiceTestSupport"
         ),
         .testTarget(name: "JSONTests", dependencies: ["JSON"]),
@@ -125,7 +134,7 @@ let package = Package(
         .testTarget(
             name: "WalletServiceTests",
             dependencies: [
-                "WalletService", "WalletStore", "Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore",
+                "WalletService", "ServiceSupport", "WalletStore", "Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore",
                 "WalletCore", "JSON", "Locking", "StoreHTTP", "GooglePlay", "TestSupport", "ServiceTestSupport", "Timestamps",
             ],
             // The previous release's function files, read by the upgrade test.

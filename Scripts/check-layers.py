@@ -28,8 +28,9 @@ LEVELS = {
     "WalletCore": 2, "Postgres": 2, "HTTPServer": 2, "Crypto": 2, "StoreHTTP": 2,
     "AppStore": 3, "GooglePlay": 3,
     "WalletStore": 4,
-    "WalletService": 5,
-    "wallet": 6,
+    "ServiceSupport": 5,
+    "WalletService": 6,
+    "wallet": 7,
 }
 OUTSIDE = {"EmbedFilesTool", "EmbedFiles"}
 C_SHIMS = {"CLibPQ", "CMicroHTTPD", "COpenSSL"}

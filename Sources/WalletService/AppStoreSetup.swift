@@ -1,3 +1,4 @@
+import ServiceSupport
 import AppStore
 import Crypto
 import Foundation
@@ -59,26 +60,5 @@ extension AppStoreSetup {
                                  ["config.key_id": keyID, "config.bundle_id": bundleID])
                 }
             })
-    }
-}
-
-/// Runs its body at most once per interval: for log lines that would
-/// otherwise repeat on every request.
-final class RateLimitedLog: Sendable {
-    private let intervalSeconds: Double
-    private let last = Locked<ContinuousClock.Instant?>(nil)
-
-    init(intervalSeconds: Double) {
-        self.intervalSeconds = intervalSeconds
-    }
-
-    func run(_ body: () -> Void) {
-        let now = ContinuousClock.now
-        let due = last.withLock { last in
-            if let previous = last, now < previous + .seconds(intervalSeconds) { return false }
-            last = now
-            return true
-        }
-        if due { body() }
     }
 }

@@ -1,3 +1,4 @@
+import ServiceSupport
 import AppStore
 import Foundation
 import GooglePlay
@@ -248,31 +249,6 @@ public func buildApplication(configuration: Configuration, logger: Logger) throw
     } catch {
         database.close()
         throw error
-    }
-}
-
-/// Whether the schema is in place. Until it is, requests that need the
-/// database answer 503 and `/readyz` is not ready.
-final class Readiness: Sendable {
-    /// Read by every request's gate: an atomic load, no lock.
-    private let schemaReady = Atomic<Bool>(false)
-    /// The same flag, for `waitForSchema`, set under its lock so no waiter
-    /// misses it. (Not an empty state: the thread sanitizer places an
-    /// access to a zero-sized property on its neighbour and reports a race.)
-    private let waiters = Monitor(false)
-
-    var isSchemaReady: Bool { schemaReady.load(ordering: .acquiring) }
-
-    func markSchemaReady() {
-        waiters.withLock { ready in
-            schemaReady.store(true, ordering: .releasing)
-            ready = true
-        }
-        waiters.broadcast()
-    }
-
-    func waitForSchema(timeoutSeconds: Double) -> Bool {
-        waiters.wait(until: .now + .seconds(timeoutSeconds)) { $0 }
     }
 }
 

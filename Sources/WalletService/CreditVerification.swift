@@ -1,3 +1,4 @@
+import ServiceSupport
 import AppStore
 import Foundation
 import Logging

@@ -1,3 +1,4 @@
+import ServiceSupport
 import Foundation
 import GooglePlay
 import Logging

@@ -1,3 +1,4 @@
+import ServiceSupport
 import HTTPServer
 import JSON
 import WalletCore

@@ -1,3 +1,4 @@
+import ServiceSupport
 import HTTPServer
 
 /// Replays of answers an earlier release stored whole, as `jsonb`: debits

@@ -1,3 +1,4 @@
+import ServiceSupport
 import AppStore
 public import Foundation
 import Locking

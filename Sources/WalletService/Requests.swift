@@ -1,3 +1,4 @@
+import ServiceSupport
 import GooglePlay
 import JSON
 import WalletCore

@@ -4,6 +4,7 @@ import HTTPServer
 import Logging
 public import Postgres
 @testable public import WalletService
+@testable import ServiceSupport
 import WalletCore
 @testable import WalletStore
 

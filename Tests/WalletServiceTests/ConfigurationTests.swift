@@ -6,6 +6,7 @@ import ServiceTestSupport
 import Testing
 import TestSupport
 import WalletCore
+@testable import ServiceSupport
 @testable import WalletService
 
 /// Settings are read once into typed values and checked once: a malformed

@@ -6,6 +6,7 @@ import Logging
 import Postgres
 import Testing
 import TestSupport
+@testable import ServiceSupport
 @testable import WalletService
 import ServiceTestSupport
 @testable import WalletStore

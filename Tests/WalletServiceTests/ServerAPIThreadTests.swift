@@ -5,6 +5,7 @@ import ServiceTestSupport
 import Testing
 import TestSupport
 import WalletCore
+@testable import ServiceSupport
 @testable import WalletService
 
 /// The App Store Server API's threads inside one process, where the thread

@@ -4,6 +4,7 @@ import StoreHTTP
 import Testing
 import WalletCore
 @testable import AppStore
+@testable import ServiceSupport
 @testable import WalletService
 
 /// The pieces of the App Store Server API work that need no network.

@@ -1,3 +1,4 @@
+import ServiceSupport
 import Crypto
 import Locking
 import WalletStore

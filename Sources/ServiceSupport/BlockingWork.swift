@@ -5,11 +5,11 @@ import Locking
 /// or that anyone may ask for (App Store notifications), so a server thread
 /// never does it. The queue is bounded: past it, `submit` refuses and the
 /// caller answers 503.
-final class BlockingWork: Sendable {
+package final class BlockingWork: Sendable {
     private let queue: WorkQueue<@Sendable () -> Void>
     private let threads = WorkerThreads()
 
-    init(threads count: Int, queueDepthMax: Int, name: String = "wallet-blocking") {
+    package init(threads count: Int, queueDepthMax: Int, name: String = "wallet-blocking") {
         let queue = WorkQueue<@Sendable () -> Void>(depthMax: queueDepthMax)
         self.queue = queue
         threads.start(count: count, name: name) { _ in
@@ -18,7 +18,7 @@ final class BlockingWork: Sendable {
     }
 
     /// Queues `work`; false when the queue is full or stopping.
-    func submit(_ work: @escaping @Sendable () -> Void) -> Bool {
+    package func submit(_ work: @escaping @Sendable () -> Void) -> Bool {
         do {
             try queue.push(work)
             return true
@@ -29,7 +29,7 @@ final class BlockingWork: Sendable {
 
     /// Refuses new work, lets queued work finish, and waits for the threads,
     /// at most `timeoutSeconds`.
-    func stop(timeoutSeconds: Double) {
+    package func stop(timeoutSeconds: Double) {
         queue.close()
         threads.wait(timeoutSeconds: timeoutSeconds)
     }

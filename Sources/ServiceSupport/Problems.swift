@@ -1,5 +1,5 @@
 public import HTTPServer
-import GooglePlay
+package import GooglePlay
 import JSON
 public import WalletCore
 
@@ -98,7 +98,7 @@ extension WalletError: ProblemConvertible {
 
 /// The console's own refusals, mapped here with the API's; the console
 /// renders the problem as a page.
-enum ConsoleError: Error, Equatable, ProblemConvertible {
+package enum ConsoleError: Error, Equatable, ProblemConvertible {
     /// A state-changing form without its session's CSRF token.
     case csrfTokenInvalid
     /// Too many failed sign-ins from one address.
@@ -106,7 +106,7 @@ enum ConsoleError: Error, Equatable, ProblemConvertible {
     /// A form body that is not `application/x-www-form-urlencoded` text.
     case malformedForm
 
-    var problem: Problem {
+    package var problem: Problem {
         switch self {
         case .csrfTokenInvalid:
             Problem(status: 403, code: "csrf_token_invalid", title: "Form expired",
@@ -123,7 +123,7 @@ enum ConsoleError: Error, Equatable, ProblemConvertible {
 }
 
 /// Refusals of a Google Play push, mapped here with the API's.
-enum GooglePlayPushError: Error, Equatable, ProblemConvertible {
+package enum GooglePlayPushError: Error, Equatable, ProblemConvertible {
     /// The push's OIDC token did not verify; `reason` says which check failed.
     case unauthorized(reason: PushAuthenticationReason)
     /// The body is not a Pub/Sub push of a developer notification.
@@ -134,7 +134,7 @@ enum GooglePlayPushError: Error, Equatable, ProblemConvertible {
     /// too once Google lists it.
     case voidNotConfirmed
 
-    var problem: Problem {
+    package var problem: Problem {
         switch self {
         case .unauthorized(let reason):
             Problem(status: 401, code: "unauthorized", title: "Unauthorized",

@@ -1,9 +1,9 @@
-import AppStore
+package import AppStore
 import Foundation
-import GooglePlay
+package import GooglePlay
 import StoreHTTP
 import Locking
-import WalletStore
+package import WalletStore
 
 /// Prometheus metrics, all prefixed `wallet_`: per-route request counts and
 /// latency histograms by status class, the database pool, database errors,
@@ -15,28 +15,28 @@ import WalletStore
 /// An outcome's label set is its enum's cases (`MetricLabels`), the enum the
 /// ledger's answers are decoded into: a new case is a new series, with no
 /// list here to keep in step.
-final class Metrics: Sendable, StoreMetrics {
-    static let latencyBucketsSeconds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
-    static let batchSizeBuckets: [Double] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+package final class Metrics: Sendable, StoreMetrics {
+    package static let latencyBucketsSeconds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+    package static let batchSizeBuckets: [Double] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 
     /// The methods counted by name; any other is `other`.
-    static let methods: Set<String> = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT"]
+    package static let methods: Set<String> = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT"]
 
     /// How an App Store notification ended, for
     /// `wallet_appstore_notifications_total`: applied, with what
     /// `wallet.apply_appstore_notification` answered; refused by
     /// verification, with its reason; or not applied.
-    enum NotificationOutcome: MetricLabels {
+    package enum NotificationOutcome: MetricLabels {
         case applied(AppStoreNotificationOutcome)
         case refused(VerificationFailure)
         case failed(NotificationFailure)
 
-        static var allCases: [Self] {
+        package static var allCases: [Self] {
             AppStoreNotificationOutcome.allCases.map(Self.applied) + VerificationFailure.allCases.map(Self.refused)
                 + NotificationFailure.allCases.map(Self.failed)
         }
 
-        var labels: String {
+        package var labels: String {
             switch self {
             case .applied(let outcome): "outcome=\"\(outcome.rawValue)\""
             case .refused(let reason): "outcome=\"refused\",reason=\"\(reason.rawValue)\""
@@ -46,7 +46,7 @@ final class Metrics: Sendable, StoreMetrics {
     }
 
     /// Why a notification was not applied, when it was not refused.
-    enum NotificationFailure: String, CaseIterable {
+    package enum NotificationFailure: String, CaseIterable {
         /// The pool for notification work was full; answered 503.
         case overloaded
         /// The database failed or could not be reached.
@@ -80,7 +80,7 @@ final class Metrics: Sendable, StoreMetrics {
     /// Coins moved by the service (counted after COMMIT), for
     /// `wallet_coins_total`. The operator's psql scripts move coins too; only
     /// the ledger sees those.
-    enum CoinMovement: String, CaseIterable {
+    package enum CoinMovement: String, CaseIterable {
         /// Credits of purchases (not replays).
         case credited
         /// Debits and captured holds (not replays).
@@ -91,10 +91,10 @@ final class Metrics: Sendable, StoreMetrics {
 
     /// `wallet_db_errors_total` kinds exported from start-up at zero; the
     /// `sqlstate_XXXXX` and `other` kinds appear when they happen.
-    static let databaseErrorKinds = ["unavailable", "pool_timeout", "deadline", "unconfirmed_commit", "fast_fail"]
+    package static let databaseErrorKinds = ["unavailable", "pool_timeout", "deadline", "unconfirmed_commit", "fast_fail"]
     /// The status classes every route's request series start with: the
     /// ones the dashboard's rates and the 5xx alert divide.
-    static let statusClasses = ["2xx", "5xx"]
+    package static let statusClasses = ["2xx", "5xx"]
 
     private struct State: Sendable {
         var requests: [RouteKey: Histogram] = [:]
@@ -112,7 +112,7 @@ final class Metrics: Sendable, StoreMetrics {
     /// How applying one Google Play void ended, for
     /// `wallet_googleplay_voids_total`: each void the sweep reads, and each
     /// push Google confirmed.
-    enum GoogleVoidOutcome: MetricLabels {
+    package enum GoogleVoidOutcome: MetricLabels {
         /// What `wallet.apply_googleplay_voids` answered.
         case applied(GooglePlayVoidOutcome)
         /// An entry of Google's list the service does not take (a token too
@@ -122,9 +122,9 @@ final class Metrics: Sendable, StoreMetrics {
         /// logged, and tried again by the next sweep.
         case failed
 
-        static var allCases: [Self] { GooglePlayVoidOutcome.allCases.map(Self.applied) + [.refused, .failed] }
+        package static var allCases: [Self] { GooglePlayVoidOutcome.allCases.map(Self.applied) + [.refused, .failed] }
 
-        var labels: String {
+        package var labels: String {
             switch self {
             case .applied(let outcome): "outcome=\"\(outcome.rawValue)\""
             case .refused: "outcome=\"refused\""
@@ -136,15 +136,15 @@ final class Metrics: Sendable, StoreMetrics {
     /// How a Google Play notification ended, for
     /// `wallet_googleplay_notifications_total`: what applying it did, or why
     /// it was not applied.
-    enum GoogleNotificationOutcome: MetricLabels {
+    package enum GoogleNotificationOutcome: MetricLabels {
         case applied(GooglePlayNotificationOutcome)
         case notApplied(GoogleNotificationFailure)
 
-        static var allCases: [Self] {
+        package static var allCases: [Self] {
             GooglePlayNotificationOutcome.allCases.map(Self.applied) + GoogleNotificationFailure.allCases.map(Self.notApplied)
         }
 
-        var labels: String {
+        package var labels: String {
             switch self {
             case .applied(let outcome): "outcome=\"\(outcome.rawValue)\""
             case .notApplied(let failure): "outcome=\"\(failure.rawValue)\""
@@ -153,7 +153,7 @@ final class Metrics: Sendable, StoreMetrics {
     }
 
     /// Why a Google Play push was not applied.
-    enum GoogleNotificationFailure: String, CaseIterable {
+    package enum GoogleNotificationFailure: String, CaseIterable {
         /// For another app's package: answered 204, not recorded.
         case ignored
         /// Its OIDC token was refused.
@@ -171,11 +171,11 @@ final class Metrics: Sendable, StoreMetrics {
     /// The stores whose server APIs the service calls; each has its own
     /// metric families, `wallet_<store>_api_requests_total` and
     /// `wallet_<store>_api_request_duration_seconds`.
-    enum Store: String, CaseIterable {
+    package enum Store: String, CaseIterable {
         case appStore = "appstore"
         case googlePlay = "googleplay"
 
-        var displayName: String { self == .appStore ? "App Store Server API" : "Google Play Developer API" }
+        package var displayName: String { self == .appStore ? "App Store Server API" : "Google Play Developer API" }
     }
 
     /// One exchange's labels, each from its client's fixed set.
@@ -188,16 +188,16 @@ final class Metrics: Sendable, StoreMetrics {
     /// How a call the outbox owes a store ended, for
     /// `wallet_appstore_consumption_total` and `wallet_googleplay_consume_total`:
     /// queued, or an attempt that left its row in an outbox status.
-    enum ConsumptionOutcome: MetricLabels {
+    package enum ConsumptionOutcome: MetricLabels {
         /// Queued for sending.
         case queued
         /// Sent (`sent`), to be tried again (`pending`: labelled `retried`),
         /// or refused by the store or out of time (`failed`).
         case attempted(OutboxStatus)
 
-        static var allCases: [Self] { [.queued] + OutboxStatus.allCases.map(Self.attempted) }
+        package static var allCases: [Self] { [.queued] + OutboxStatus.allCases.map(Self.attempted) }
 
-        var labels: String {
+        package var labels: String {
             switch self {
             case .queued: "outcome=\"queued\""
             case .attempted(.pending): "outcome=\"retried\""
@@ -214,7 +214,7 @@ final class Metrics: Sendable, StoreMetrics {
     /// with each status class, the coin kinds, the fixed database error
     /// kinds, the batch operations, the notification outcomes (refusals by
     /// each reason) and the consumption outcomes.
-    init() {
+    package init() {
         state.withLock { state in
             for kind in CoinMovement.allCases { state.coins[kind.rawValue] = 0 }
             for kind in Self.databaseErrorKinds { state.databaseErrors[kind] = 0 }
@@ -230,7 +230,7 @@ final class Metrics: Sendable, StoreMetrics {
     }
 
     /// Starts each route's request series at zero in every status class.
-    func seed(routes: [(method: String, pattern: String)]) {
+    package func seed(routes: [(method: String, pattern: String)]) {
         state.withLock { state in
             for route in routes {
                 for statusClass in Self.statusClasses {
@@ -245,12 +245,12 @@ final class Metrics: Sendable, StoreMetrics {
     }
 
     /// Counts coins the service moved, once its transaction committed.
-    func countCoins(_ kind: CoinMovement, _ amount: Int64) {
+    package func countCoins(_ kind: CoinMovement, _ amount: Int64) {
         guard amount > 0 else { return }
         state.withLock { $0.coins[kind.rawValue, default: 0] += UInt64(amount) }
     }
 
-    func observeRequest(method: String, route: String?, status: Int, durationSeconds: Double) {
+    package func observeRequest(method: String, route: String?, status: Int, durationSeconds: Double) {
         let key = RouteKey(method: Self.methods.contains(method) ? method : "other", route: route ?? "unmatched",
                            statusClass: "\(status / 100)xx")
         state.withLock { state in
@@ -260,34 +260,34 @@ final class Metrics: Sendable, StoreMetrics {
     }
 
     /// Counts a database failure by kind: `unavailable`, `timeout`, `sqlstate_XXXXX`.
-    func countDatabaseError(kind: String) {
+    package func countDatabaseError(kind: String) {
         state.withLock { $0.databaseErrors[kind, default: 0] += 1 }
     }
 
     /// Counts a server-thread read answered 503 at once, without asking the
     /// database, because one just found it unavailable.
-    func countDatabaseUnavailableFastFail() {
+    package func countDatabaseUnavailableFastFail() {
         state.withLock { $0.databaseErrors["fast_fail", default: 0] += 1 }
     }
 
     /// Counts an App Store notification by how it ended.
-    func countNotification(_ outcome: NotificationOutcome) {
+    package func countNotification(_ outcome: NotificationOutcome) {
         state.withLock { $0.notifications[outcome, default: 0] += 1 }
     }
 
     /// One exchange with the App Store Server API; both labels are fixed sets.
-    func observeAppleRequest(endpoint: ServerAPIClient.Endpoint, status: ServerAPIClient.StatusClass, seconds: Double) {
+    package func observeAppleRequest(endpoint: ServerAPIClient.Endpoint, status: ServerAPIClient.StatusClass, seconds: Double) {
         observeStoreRequest(StoreRequestKey(store: .appStore, endpoint: endpoint.rawValue, status: status.rawValue), seconds)
     }
 
     /// One exchange with the Google Play Developer API (its token endpoint
     /// included); both labels are fixed sets.
-    func observeGoogleRequest(endpoint: PlayClient.Endpoint, status: PlayClient.StatusClass, seconds: Double) {
+    package func observeGoogleRequest(endpoint: PlayClient.Endpoint, status: PlayClient.StatusClass, seconds: Double) {
         observeStoreRequest(StoreRequestKey(store: .googlePlay, endpoint: endpoint.rawValue, status: status.rawValue), seconds)
     }
 
     /// One fetch of Google's push-token keys, as endpoint `push_keys`.
-    func observeGoogleKeysFetch(status: String, seconds: Double) {
+    package func observeGoogleKeysFetch(status: String, seconds: Double) {
         observeStoreRequest(StoreRequestKey(store: .googlePlay, endpoint: "push_keys", status: status), seconds)
     }
 
@@ -299,27 +299,27 @@ final class Metrics: Sendable, StoreMetrics {
     }
 
     /// Counts a Google Play notification by how it ended.
-    func countGooglePlayNotification(_ outcome: GoogleNotificationOutcome) {
+    package func countGooglePlayNotification(_ outcome: GoogleNotificationOutcome) {
         state.withLock { $0.googleNotifications[outcome, default: 0] += 1 }
     }
 
     /// Counts Google Play voids by how applying them ended.
-    func countGoogleVoids(_ outcome: GoogleVoidOutcome, by count: Int = 1) {
+    package func countGoogleVoids(_ outcome: GoogleVoidOutcome, by count: Int = 1) {
         guard count > 0 else { return }
         state.withLock { $0.googleVoids[outcome, default: 0] += UInt64(count) }
     }
 
     /// How a Google Play consume ended (the outcomes of Apple's consumption answers).
-    func countGoogleConsume(_ outcome: ConsumptionOutcome) {
+    package func countGoogleConsume(_ outcome: ConsumptionOutcome) {
         state.withLock { $0.googleConsumes[outcome, default: 0] += 1 }
     }
 
-    func countConsumption(_ outcome: ConsumptionOutcome, by count: Int = 1) {
+    package func countConsumption(_ outcome: ConsumptionOutcome, by count: Int = 1) {
         guard count > 0 else { return }
         state.withLock { $0.consumption[outcome, default: 0] += UInt64(count) }
     }
 
-    func observeBatch(operation: BatchOperation, size: Int) {
+    package func observeBatch(operation: BatchOperation, size: Int) {
         state.withLock { state in
             state.batches[operation, default: Histogram(bucketCount: Self.batchSizeBuckets.count)]
                 .observe(Double(size), bounds: Self.batchSizeBuckets)
@@ -328,7 +328,7 @@ final class Metrics: Sendable, StoreMetrics {
 
     /// The Prometheus text exposition. `ready` is what `/readyz` would
     /// answer now; `writerQueueDepthMax` is the writers' queue bound.
-    func render(pool: Ledger.PoolStatistics?, writerQueueDepth: Int, writerQueueFullest: Int = 0, writerQueueDepthMax: Int = 0,
+    package func render(pool: Ledger.PoolStatistics?, writerQueueDepth: Int, writerQueueFullest: Int = 0, writerQueueDepthMax: Int = 0,
                 readQueueDepth: Int = 0, ready: Bool = false) -> String {
         let snapshot = state.withLock { $0 }
         var out = ""
@@ -451,11 +451,11 @@ final class Metrics: Sendable, StoreMetrics {
 /// A metric's label set that is an enum's cases: `labels` is one series'
 /// Prometheus labels (`outcome="refunded"`), and every case's series
 /// exists from start-up, at zero.
-protocol MetricLabels: Hashable, Sendable, CaseIterable where AllCases == [Self] {
+package protocol MetricLabels: Hashable, Sendable, CaseIterable where AllCases == [Self] {
     var labels: String { get }
 }
 
 extension MetricLabels {
     /// Every series at zero.
-    static var zeros: [Self: UInt64] { Dictionary(uniqueKeysWithValues: allCases.map { ($0, 0) }) }
+    package static var zeros: [Self: UInt64] { Dictionary(uniqueKeysWithValues: allCases.map { ($0, 0) }) }
 }

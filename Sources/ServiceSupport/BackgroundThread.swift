@@ -1,16 +1,18 @@
 import Foundation
-import Locking
+package import Locking
 
 /// A background thread's run state: started, asked to stop, finished.
-struct RunState: Sendable {
-    var stopping = false
-    var running = false
+package struct RunState: Sendable {
+    package var stopping = false
+    package var running = false
+
+    package init() {}
 }
 
 extension Monitor where State == RunState {
     /// Starts one thread running `body`, which should return soon after its
     /// argument answers true.
-    func startThread(name: String, _ body: @escaping @Sendable (_ stopping: () -> Bool) -> Void) {
+    package func startThread(name: String, _ body: @escaping @Sendable (_ stopping: () -> Bool) -> Void) {
         withLock { $0.running = true }
         let thread = Thread { [self] in
             body { self.withLock { $0.stopping } }
@@ -22,14 +24,14 @@ extension Monitor where State == RunState {
     }
 
     /// Asks the thread to stop and waits for it, at most 10 seconds.
-    func stopThread() {
+    package func stopThread() {
         withLock { $0.stopping = true }
         broadcast()
         wait(until: .now + .seconds(10)) { !$0.running }
     }
 
     /// Pauses for `seconds`, or until the thread is asked to stop.
-    func pause(seconds: Double) {
+    package func pause(seconds: Double) {
         wait(until: .now + .seconds(seconds)) { $0.stopping }
     }
 }

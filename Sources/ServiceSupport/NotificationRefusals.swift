@@ -1,6 +1,6 @@
-import AppStore
+package import AppStore
 import Locking
-import Logging
+package import Logging
 
 /// What a refused App Store notification leaves besides its answer and its
 /// count in `/metrics`: a log line and a row for the console, within bounds.
@@ -18,14 +18,19 @@ import Logging
 /// `logIntervalSeconds`; the next line after a pause says how many were
 /// left out (`log.suppressed`). The state has one entry per reason and
 /// kind, a fixed set.
-final class NotificationRefusals: Sendable {
-    static let storeIntervalSeconds = 1
-    static let logLinesMax = 10
-    static let logIntervalSeconds = 60
+package final class NotificationRefusals: Sendable {
+    package static let storeIntervalSeconds = 1
+    package static let logLinesMax = 10
+    package static let logIntervalSeconds = 60
 
-    struct Kind: Hashable {
-        var reason: VerificationFailure
-        var appleSigned: Bool
+    package struct Kind: Hashable {
+        package var reason: VerificationFailure
+        package var appleSigned: Bool
+
+        package init(reason: VerificationFailure, appleSigned: Bool) {
+            self.reason = reason
+            self.appleSigned = appleSigned
+        }
     }
 
     private struct Tally {
@@ -42,7 +47,7 @@ final class NotificationRefusals: Sendable {
     private let clock: @Sendable () -> ContinuousClock.Instant
     private let logger: Logger
 
-    init(logger: Logger, clock: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
+    package init(logger: Logger, clock: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
         self.logger = logger
         self.clock = clock
     }
@@ -50,7 +55,7 @@ final class NotificationRefusals: Sendable {
     /// Notes one refusal: logs it if its reason has lines left in this
     /// interval, and answers how many refusals a row kept now stands for,
     /// or nil when none is to be kept.
-    func refused(_ kind: Kind, requestID: String?) -> Int? {
+    package func refused(_ kind: Kind, requestID: String?) -> Int? {
         let now = clock()
         let (refusals, logSuppressed) = tallies.withLock { tallies -> (Int?, Int?) in
             var tally = tallies[kind] ?? Tally()
