@@ -80,9 +80,16 @@ let package = Package(
             dependencies: ["WalletStore", "HTTPServer", "AppStore", "GooglePlay", "StoreHTTP", "WalletCore", "JSON",
                            "Locking", "Logging"]
         ),
+        // The background workers: the stores' sweeps (App Store notification
+        // history, Google Play voided purchases), the outbox sender, hold
+        // expiry, and upkeep (schema bring-up, idempotency purge).
+        .target(
+            name: "ServiceWorkers",
+            dependencies: ["ServiceSupport", "WalletStore", "AppStore", "GooglePlay", "WalletCore", "Locking", "Logging"]
+        ),
         .target(
             name: "WalletService",
-            dependencies: ["ServiceSupport", "WalletStore", "HTTPServer", "Crypto", "AppStore", "GooglePlay", "StoreHTTP",
+            dependencies: ["ServiceWorkers", "ServiceSupport", "WalletStore", "HTTPServer", "Crypto", "AppStore", "GooglePlay", "StoreHTTP",
                            "WalletCore", "JSON", "Locking", "Logging", "Timestamps"],
             exclude: ["Embedded"],
             plugins: ["EmbedFiles"]
@@ -91,7 +98,8 @@ let package = Package(
         // store's public API.
         .executableTarget(
             name: "wallet",
-            dependencies: ["WalletService", "WalletStore", "WalletCore", "AppStore", "Postgres", "Logging", "Timestamps"]
+            dependencies: ["WalletService", "ServiceWorkers", "ServiceSupport", "WalletStore", "WalletCore", "AppStore", "Postgres",
+                           "Logging", "Timestamps"]
         ),
 
         // Build-time embedding of run-time files (migrations, the OpenAPI

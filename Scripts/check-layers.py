@@ -29,8 +29,9 @@ LEVELS = {
     "AppStore": 3, "GooglePlay": 3,
     "WalletStore": 4,
     "ServiceSupport": 5,
-    "WalletService": 6,
-    "wallet": 7,
+    "ServiceWorkers": 6,
+    "WalletService": 7,
+    "wallet": 8,
 }
 OUTSIDE = {"EmbedFilesTool", "EmbedFiles"}
 C_SHIMS = {"CLibPQ", "CMicroHTTPD", "COpenSSL"}

@@ -1,16 +1,16 @@
-import ServiceSupport
-import AppStore
+package import ServiceSupport
+package import AppStore
 import Crypto
 import Foundation
 import Locking
-import Logging
+package import Logging
 import WalletCore
 
 /// Builds the App Store verifiers from the configuration.
-enum AppStoreSetup {
+package enum AppStoreSetup {
     /// The offline JWS verifier: the configured roots (the shipped Apple Root
     /// CA - G3 by default), bundle ids, environments and app Apple ID.
-    static func verifier(_ apple: Configuration.Apple) throws -> SignedDataVerifier {
+    package static func verifier(_ apple: Configuration.Apple) throws -> SignedDataVerifier {
         var roots = VerifierConfiguration.defaultRoots
         if !apple.rootCertificatePaths.isEmpty {
             do {
@@ -30,7 +30,7 @@ extension AppStoreSetup {
     /// all there (`validateServerAPI`, which serving and reconciling run
     /// first, names what is missing). Reads the `.p8` file once; a message
     /// about it names the variable and the path, never the content.
-    static func serverAPIClient(_ configuration: Configuration, metrics: Metrics, logger: Logger) throws -> ServerAPIClient? {
+    package static func serverAPIClient(_ configuration: Configuration, metrics: Metrics, logger: Logger) throws -> ServerAPIClient? {
         let api = configuration.apple.api
         guard let keyID = api.keyID, let issuerID = api.issuerID, let path = api.privateKeyFile,
               let bundleID = configuration.serverAPIBundleID else { return nil }

@@ -1,4 +1,5 @@
 import ServiceSupport
+import AppStore
 import Foundation
 import Logging
 import WalletCore

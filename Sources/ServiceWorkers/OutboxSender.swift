@@ -1,67 +1,12 @@
-import ServiceSupport
-import AppStore
+package import ServiceSupport
+package import AppStore
+package import GooglePlay
 import Foundation
 import JSON
 import Locking
-import Logging
+package import Logging
 import WalletCore
-import WalletStore
-
-/// The body of Send Consumption Information (version 2) for one purchase,
-/// from what the ledger knows of it.
-struct ConsumptionAnswer: Equatable {
-    /// Apple's `deliveryStatus` values the service sends.
-    enum DeliveryStatus: String {
-        case delivered = "DELIVERED"
-        case undeliveredOther = "UNDELIVERED_OTHER"
-    }
-
-    /// Apple's `refundPreference` values.
-    enum RefundPreference: String {
-        case decline = "DECLINE"
-        case grantFull = "GRANT_FULL"
-        case grantProrated = "GRANT_PRORATED"
-    }
-
-    var deliveryStatus: DeliveryStatus
-    /// Milliunits (100000 = all consumed); only with `DELIVERED`.
-    var consumptionPercentage: Int?
-    var refundPreference: RefundPreference
-
-    /// `creditStatus` is the credit's status, nil when never credited.
-    init(creditStatus: CreditStatus?, creditedAmount: Int64?, balance: Int64?, preference: Configuration.RefundPreference) {
-        if creditStatus == .credited, let amount = creditedAmount, amount > 0 {
-            deliveryStatus = .delivered
-            let left = min(max(balance ?? 0, 0), amount)
-            // At most 10^12 coins × 10^5: well inside Int64.
-            consumptionPercentage = Int((amount - left) * 100_000 / amount)
-        } else {
-            deliveryStatus = .undeliveredOther
-            consumptionPercentage = nil
-        }
-        switch preference {
-        case .decline: refundPreference = .decline
-        case .grantFull: refundPreference = .grantFull
-        case .grantProrated: refundPreference = .grantProrated
-        case .auto:
-            switch consumptionPercentage {
-            case nil, 0: refundPreference = .grantFull
-            case 100_000: refundPreference = .decline
-            default: refundPreference = .grantProrated
-            }
-        }
-    }
-
-    /// The JSON body, keys in a fixed order.
-    var json: String {
-        var members: [(key: String, value: JSONValue)] = [("customerConsented", true)]
-        if let consumptionPercentage { members.append(("consumptionPercentage", JSONValue(consumptionPercentage))) }
-        members.append(("deliveryStatus", .string(deliveryStatus.rawValue)))
-        members.append(("refundPreference", .string(refundPreference.rawValue)))
-        members.append(("sampleContentProvided", false))
-        return JSONValue.object(members).serializedText()
-    }
-}
+package import WalletStore
 
 /// Sends what the outbox holds, off every request path, on one thread:
 /// each due row is leased, its call made by its kind's handler from the
@@ -70,19 +15,19 @@ struct ConsumptionAnswer: Equatable {
 /// the row's window (Apple's 12 hours for a consumption answer, the 3 days
 /// before Google refunds an unconsumed purchase); a refusal, or the end of
 /// the window, fails the row for good.
-final class OutboxSender: Sendable {
+package final class OutboxSender: Sendable {
     /// How one kind of row is sent.
-    struct Handler: Sendable {
-        var kind: OutboxKind
+    package struct Handler: Sendable {
+        package var kind: OutboxKind
         /// The longest one call takes, retries included.
-        var timeoutSeconds: Double
-        var send: @Sendable (LedgerStore.OutboxTask) -> Attempt
+        package var timeoutSeconds: Double
+        package var send: @Sendable (LedgerStore.OutboxTask) -> Attempt
         /// Counts what became of an attempt: sent, retried or failed.
-        var count: @Sendable (Metrics.ConsumptionOutcome) -> Void
+        package var count: @Sendable (Metrics.ConsumptionOutcome) -> Void
     }
 
     /// One call's result, with the body sent when there is one.
-    enum Attempt: Sendable, Equatable {
+    package enum Attempt: Sendable, Equatable {
         case sent(body: String?)
         /// The store may get over it: tried again later.
         case retry(String, body: String?)
@@ -90,10 +35,10 @@ final class OutboxSender: Sendable {
         case refused(String, body: String?)
     }
 
-    static let pollSeconds = 2.0
-    static let batchMax = 20
-    static let firstRetrySeconds = 5
-    static let retrySecondsMax = 1_800
+    package static let pollSeconds = 2.0
+    package static let batchMax = 20
+    package static let firstRetrySeconds = 5
+    package static let retrySecondsMax = 1_800
 
     private let ledger: Ledger
     private let handlers: [OutboxKind: Handler]
@@ -101,14 +46,14 @@ final class OutboxSender: Sendable {
     private let logger: Logger
     private let state = Monitor(RunState())
 
-    init(ledger: Ledger, handlers: [Handler], readiness: Readiness, logger: Logger) {
+    package init(ledger: Ledger, handlers: [Handler], readiness: Readiness, logger: Logger) {
         self.ledger = ledger
         self.handlers = Dictionary(uniqueKeysWithValues: handlers.map { ($0.kind, $0) })
         self.readiness = readiness
         self.logger = logger
     }
 
-    func start() {
+    package func start() {
         state.startThread(name: "wallet-outbox") { [self] stopping in
             while !stopping() {
                 if readiness.isSchemaReady { sendDue() }
@@ -117,7 +62,7 @@ final class OutboxSender: Sendable {
         }
     }
 
-    func stop() {
+    package func stop() {
         state.stopThread()
     }
 
@@ -156,7 +101,7 @@ final class OutboxSender: Sendable {
 
     /// What to record for a row: `sent`, `pending` again after the returned
     /// seconds, or `failed`; the store is not asked once the window is over.
-    static func decide(_ task: LedgerStore.OutboxTask, attempt: () -> Attempt,
+    package static func decide(_ task: LedgerStore.OutboxTask, attempt: () -> Attempt,
                        nowMilliseconds: Int64) -> (status: OutboxStatus, failure: String?, retrySeconds: Int, body: String?) {
         guard nowMilliseconds < task.windowEndsAtMilliseconds else {
             return (.failed, "the store's window had passed before it could be sent", 0, nil)
@@ -179,7 +124,7 @@ final class OutboxSender: Sendable {
 extension OutboxSender.Handler {
     /// Apple's consumption answers: the body computed from the credit and
     /// balance as they are now, sent with Send Consumption Information.
-    static func appStoreConsumption(client: ServerAPIClient, preference: Configuration.RefundPreference,
+    package static func appStoreConsumption(client: ServerAPIClient, preference: ConsumptionAnswer.Preference,
                                     metrics: Metrics) -> Self {
         Self(kind: .appStoreConsumption, timeoutSeconds: client.configuration.timeoutSeconds, send: { task in
             let answer = ConsumptionAnswer(creditStatus: task.creditStatus, creditedAmount: task.creditedAmount,
@@ -197,5 +142,29 @@ extension OutboxSender.Handler {
                 }
             }
         }, count: { metrics.countConsumption($0) })
+    }
+}
+
+extension OutboxSender.Handler {
+    /// Consumes a credited Google Play purchase, so Google does not refund
+    /// it three days after the purchase. A purchase Google no longer knows,
+    /// or says cannot be consumed (already consumed, say), fails the row;
+    /// Google being unreachable, or refusing the service's credentials,
+    /// is tried again.
+    package static func googlePlayConsume(client: PlayClient, metrics: Metrics) -> Self {
+        Self(kind: .googlePlayConsume, timeoutSeconds: client.configuration.timeoutSeconds, send: { task in
+            guard let productID = task.googleProductID else {
+                return .refused("the credit or its product is gone from the ledger", body: nil)
+            }
+            do throws(PlayAPIError) {
+                try client.consume(productID: productID, token: task.key, deadline: client.deadline())
+                return .sent(body: nil)
+            } catch {
+                switch error {
+                case .unavailable, .refused(401, _), .refused(403, _): return .retry(error.description, body: nil)
+                case .notFound, .refused, .malformedAnswer: return .refused(error.description, body: nil)
+                }
+            }
+        }, count: { metrics.countGoogleConsume($0) })
     }
 }
