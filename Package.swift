@@ -87,9 +87,18 @@ let package = Package(
             name: "ServiceWorkers",
             dependencies: ["ServiceSupport", "WalletStore", "AppStore", "GooglePlay", "WalletCore", "Locking", "Logging"]
         ),
+        // The support console at /admin: server-rendered pages, sign-in
+        // sessions, its stylesheet.
+        .target(
+            name: "ServiceConsole",
+            dependencies: ["ServiceSupport", "WalletStore", "HTTPServer", "Crypto", "WalletCore", "Locking", "Logging",
+                           "Timestamps"],
+            exclude: ["Embedded"],
+            plugins: ["EmbedFiles"]
+        ),
         .target(
             name: "WalletService",
-            dependencies: ["ServiceWorkers", "ServiceSupport", "WalletStore", "HTTPServer", "Crypto", "AppStore", "GooglePlay", "StoreHTTP",
+            dependencies: ["ServiceConsole", "ServiceWorkers", "ServiceSupport", "WalletStore", "HTTPServer", "Crypto", "AppStore", "GooglePlay", "StoreHTTP",
                            "WalletCore", "JSON", "Locking", "Logging", "Timestamps"],
             exclude: ["Embedded"],
             plugins: ["EmbedFiles"]
@@ -142,7 +151,8 @@ let package = Package(
         .testTarget(
             name: "WalletServiceTests",
             dependencies: [
-                "WalletService", "ServiceSupport", "WalletStore", "Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore",
+                "WalletService", "ServiceConsole", "ServiceSupport", "WalletStore", "Postgres", "HTTPServer", "Crypto", "CryptoTestSupport",
+                "AppStore",
                 "WalletCore", "JSON", "Locking", "StoreHTTP", "GooglePlay", "TestSupport", "ServiceTestSupport", "Timestamps",
             ],
             // The previous release's function files, read by the upgrade test.

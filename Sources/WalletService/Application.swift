@@ -1,3 +1,4 @@
+import ServiceConsole
 import ServiceSupport
 import ServiceWorkers
 import AppStore
@@ -151,7 +152,8 @@ public final class Application: Sendable {
                                        name: "wallet-console")
             consoleCookies = SessionCookies()
             AdminConsole(ledger: ledger, readiness: readiness, work: consoleWork!, cookies: consoleCookies!,
-                         configuration: configuration, logger: logger).register(on: router)
+                         sessionMinutes: configuration.adminSessionMinutes, listenHost: configuration.listen.host,
+                         requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger).register(on: router)
         } else {
             consoleWork = nil
             consoleCookies = nil

@@ -5,6 +5,7 @@ import Postgres
 import Testing
 import TestSupport
 import WalletCore
+@testable import ServiceConsole
 @testable import ServiceSupport
 @testable import WalletService
 import ServiceTestSupport

@@ -1,11 +1,11 @@
-import ServiceSupport
+package import ServiceSupport
 import Crypto
 import Foundation
-import HTTPServer
+package import HTTPServer
 import Locking
-import Logging
+package import Logging
 import WalletCore
-import WalletStore
+package import WalletStore
 
 /// The support console at `/admin`: server-rendered pages for looking up a
 /// player's coins, a credit's story and the economy at a glance. Read-only
@@ -22,7 +22,7 @@ import WalletStore
 ///   never on a server thread, by the request's deadline.
 /// - Forms that change state (sign-out, revoking a key) carry the session's
 ///   CSRF token; the cookie is `SameSite=Strict` besides.
-struct AdminConsole: Sendable {
+package struct AdminConsole: Sendable {
     static let cookieName = "wallet_admin_session"
     static let securityHeaders: [(name: String, value: String)] = [
         ("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'"),
@@ -42,20 +42,22 @@ struct AdminConsole: Sendable {
     let cookies: SessionCookies
     let logger: Logger
 
-    init(ledger: Ledger, readiness: Readiness, work: BlockingWork, cookies: SessionCookies, configuration: Configuration,
-         logger: Logger) {
+    /// `listenHost` is where the service listens: a cookie is `Secure`
+    /// unless that is loopback.
+    package init(ledger: Ledger, readiness: Readiness, work: BlockingWork, cookies: SessionCookies, sessionMinutes: Int,
+                 listenHost: String, requestTimeoutSeconds: Int, logger: Logger) {
         self.ledger = ledger
         self.readiness = readiness
         self.work = work
         self.cookies = cookies
-        sessionMinutes = configuration.adminSessionMinutes
-        secureCookie = !configuration.listen.host.hasPrefix("127.")
-        requestTimeoutSeconds = configuration.requestTimeoutSeconds
+        self.sessionMinutes = sessionMinutes
+        secureCookie = !listenHost.hasPrefix("127.")
+        self.requestTimeoutSeconds = requestTimeoutSeconds
         signIns = SignInLimiter()
         self.logger = logger
     }
 
-    func register(on router: Router) {
+    package func register(on router: Router) {
         router.add("GET", "/admin/login", sync: { _ in page(ConsolePages.login(message: nil)) })
         router.add("POST", "/admin/login", postLogin)
         router.add("POST", "/admin/logout", signedIn(postLogout))

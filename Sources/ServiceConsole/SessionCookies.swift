@@ -1,7 +1,6 @@
-import ServiceSupport
 import Crypto
 import Locking
-import WalletStore
+package import WalletStore
 
 /// The console's session cookie: the session's random id and a MAC of it,
 /// `<id>.<tag>`, with `tag` = base64url(HMAC-SHA256(key, "wallet console
@@ -16,7 +15,7 @@ import WalletStore
 /// The key is read from the database once the schema is up (every instance
 /// the same one, `wallet.console_cookie_keys`); until then no cookie can be
 /// checked or issued.
-final class SessionCookies: Sendable {
+package final class SessionCookies: Sendable {
     /// Base64url of 32 bytes, without padding.
     static let partCharacters = 43
     static let valueCharacters = 2 * partCharacters + 1
@@ -25,12 +24,14 @@ final class SessionCookies: Sendable {
 
     private let key = Locked<ConsoleCookieKey?>(nil)
 
+    package init() {}
+
     /// Whether the key is loaded, so cookies can be checked and issued.
     var isReady: Bool {
         key.withLock { $0 != nil }
     }
 
-    func load(_ loaded: ConsoleCookieKey) {
+    package func load(_ loaded: ConsoleCookieKey) {
         key.withLock { $0 = loaded }
     }
 
