@@ -87,6 +87,17 @@ let package = Package(
             name: "ServiceWorkers",
             dependencies: ["ServiceSupport", "WalletStore", "AppStore", "GooglePlay", "WalletCore", "Locking", "Logging"]
         ),
+        // The HTTP API: routes, request and response bodies, API keys, the
+        // credits' verification with the stores (their policy is the
+        // stores' targets'), the stores' notification routes, operations
+        // routes and the OpenAPI document.
+        .target(
+            name: "ServiceAPI",
+            dependencies: ["ServiceSupport", "WalletStore", "HTTPServer", "Crypto", "AppStore", "GooglePlay", "WalletCore", "JSON",
+                           "Locking", "Logging", "Timestamps"],
+            exclude: ["Embedded"],
+            plugins: ["EmbedFiles"]
+        ),
         // The support console at /admin: server-rendered pages, sign-in
         // sessions, its stylesheet.
         .target(
@@ -96,12 +107,12 @@ let package = Package(
             exclude: ["Embedded"],
             plugins: ["EmbedFiles"]
         ),
+        // The composition root: the configuration, the stores' clients made
+        // from it, and `buildApplication`, which builds and starts the rest.
         .target(
             name: "WalletService",
-            dependencies: ["ServiceConsole", "ServiceWorkers", "ServiceSupport", "WalletStore", "HTTPServer", "Crypto", "AppStore", "GooglePlay", "StoreHTTP",
-                           "WalletCore", "JSON", "Locking", "Logging", "Timestamps"],
-            exclude: ["Embedded"],
-            plugins: ["EmbedFiles"]
+            dependencies: ["ServiceAPI", "ServiceConsole", "ServiceWorkers", "ServiceSupport", "WalletStore", "HTTPServer",
+                           "Crypto", "AppStore", "GooglePlay", "StoreHTTP", "WalletCore", "Locking", "Logging"]
         ),
         // The command line: one file per command, on the service's and the
         // store's public API.
@@ -151,7 +162,7 @@ let package = Package(
         .testTarget(
             name: "WalletServiceTests",
             dependencies: [
-                "WalletService", "ServiceConsole", "ServiceSupport", "WalletStore", "Postgres", "HTTPServer", "Crypto", "CryptoTestSupport",
+                "WalletService", "ServiceAPI", "ServiceConsole", "ServiceSupport", "WalletStore", "Postgres", "HTTPServer", "Crypto", "CryptoTestSupport",
                 "AppStore",
                 "WalletCore", "JSON", "Locking", "StoreHTTP", "GooglePlay", "TestSupport", "ServiceTestSupport", "Timestamps",
             ],

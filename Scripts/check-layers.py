@@ -29,7 +29,7 @@ LEVELS = {
     "AppStore": 3, "GooglePlay": 3,
     "WalletStore": 4,
     "ServiceSupport": 5,
-    "ServiceConsole": 6, "ServiceWorkers": 6,
+    "ServiceAPI": 6, "ServiceConsole": 6, "ServiceWorkers": 6,
     "WalletService": 7,
     "wallet": 8,
 }

@@ -26,6 +26,19 @@ package enum AppStoreSetup {
 }
 
 extension AppStoreSetup {
+    /// What a signed transaction must say of its user to be credited.
+    package static func creditPolicy(_ apple: Configuration.Apple) -> CreditPolicy {
+        CreditPolicy(accountTokenNamespace: apple.accountTokenNamespace, requireAccountToken: apple.requireAccountToken)
+    }
+
+    /// The verifyReceipt client, for StoreKit 1 receipts.
+    package static func receiptVerifier(_ apple: Configuration.Apple) -> ReceiptVerifier {
+        ReceiptVerifier(configuration: .init(
+            productionURL: apple.verifyReceiptURL, sandboxURL: apple.verifyReceiptSandboxURL,
+            sharedSecret: apple.sharedSecret, bundleIDs: Set(apple.bundleIDs), allowSandbox: apple.environments.contains("Sandbox"),
+            timeoutSeconds: Double(apple.verifyReceiptTimeoutSeconds)))
+    }
+
     /// The App Store Server API client, or nil when its settings are not
     /// all there (`validateServerAPI`, which serving and reconciling run
     /// first, names what is missing). Reads the `.p8` file once; a message

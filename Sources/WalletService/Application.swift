@@ -1,14 +1,12 @@
-import ServiceConsole
-import ServiceSupport
-import ServiceWorkers
 import AppStore
 import Foundation
 import GooglePlay
 import HTTPServer
-import Locking
-import Synchronization
 public import Logging
-import WalletCore
+import ServiceAPI
+import ServiceConsole
+import ServiceSupport
+import ServiceWorkers
 public import WalletStore
 
 /// The running service: database pools, group-commit writers, the HTTP
@@ -26,27 +24,12 @@ public final class Application: Sendable {
     let readiness: Readiness
     let server: Server
     let router: Router
-    /// Credits whose purchase is looked up with a store.
-    let blockingWork: BlockingWork
-    /// App Store notifications.
-    let notificationWork: BlockingWork
-    /// Google Play pushes, when they are set up: apart from the App Store's,
-    /// since a push may wait seconds for Google's keys.
-    let googlePushWork: BlockingWork?
+    /// The HTTP API's routes and pools.
+    private let api: HTTPAPI
     /// The support console's page reads, when the console is on.
-    let consoleWork: BlockingWork?
-    /// The App Store Server API, when its credentials are set.
-    let serverAPI: ServerAPIClient?
-    /// Notification-history sweeps, when the API is set up and the interval is not 0.
-    private let reconcile: ReconcileSchedule?
-    /// Google Play voided-purchases sweeps, when Google Play is set up and the interval is not 0.
-    private let voidedSweep: ReconcileSchedule?
-    /// The outbox's calls: consumption answers when the operator consents,
-    /// Google Play consumes when Google Play is set up.
-    private let outbox: OutboxSender?
-    private let holdSweeper: HoldSweeper
+    private let consoleWork: BlockingWork?
+    private let workers: BackgroundWorkers
     private let logger: Logger
-    private let upkeep: Upkeep
 
     /// Every limit below comes from `configuration`, which checked it.
     init(configuration: Configuration, database: DatabaseEndpoint, logger: Logger) throws {
@@ -74,89 +57,49 @@ public final class Application: Sendable {
             metrics: metrics, logger: logger)
 
         router = Router()
-        let transactions = try AppStoreSetup.verifier(configuration.apple)
-        serverAPI = try AppStoreSetup.serverAPIClient(configuration, metrics: metrics, logger: logger)
-        blockingWork = BlockingWork(threads: configuration.storeLookupThreads,
-                                    queueDepthMax: configuration.storeLookupQueueDepthMax)
-        notificationWork = BlockingWork(threads: configuration.notificationThreads,
-                                        queueDepthMax: configuration.notificationQueueDepthMax, name: "wallet-notifications")
+        let apple = configuration.apple, google = configuration.google
+        let environments = apple.environments.map { Environment(rawValue: $0) }
+        let transactions = try AppStoreSetup.verifier(apple)
+        let serverAPI = try AppStoreSetup.serverAPIClient(configuration, metrics: metrics, logger: logger)
         let googlePlay = try GooglePlaySetup.client(configuration, metrics: metrics)
-        let policy = PurchasePolicy(allowTestPurchases: configuration.google.allowTestPurchases,
-                                    requireAccountID: configuration.google.requireAccountID)
-        let googleCredits = googlePlay.map { [ledger] in
-            GooglePlayCredits(client: $0, policy: policy, ledger: ledger, logger: logger)
-        }
-        let api = WalletAPI(
-            ledger: ledger, authenticator: Authenticator(ledger: ledger),
-            credits: CreditVerification(configuration: configuration, transactions: transactions, serverAPI: serverAPI,
-                                        googlePlay: googleCredits, logger: logger),
-            blockingWork: blockingWork, metrics: metrics, readiness: readiness, requestTimeoutSeconds: configuration.requestTimeoutSeconds,
-            logger: logger)
-        api.register(on: router)
-        OperationsAPI(ledger: ledger, readiness: readiness, metrics: metrics).register(on: router)
+        let pushAuthenticator = GooglePlaySetup.pushAuthenticator(configuration, metrics: metrics)
         let notifications = NotificationProcessor(
             ledger: ledger, verifier: transactions, metrics: metrics, readiness: readiness,
-            queueConsumption: serverAPI != nil && configuration.apple.api.consumptionConsent,
+            queueConsumption: serverAPI != nil && apple.api.consumptionConsent,
             refusals: NotificationRefusals(logger: logger), logger: logger)
-        AppStoreAPI(notifications: notifications, work: notificationWork, metrics: metrics,
-                    requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger)
-            .register(on: router)
-        if let serverAPI, configuration.apple.api.reconcileIntervalMinutes > 0 {
-            let reconciler = Reconciler(client: serverAPI, notifications: notifications, logger: logger)
-            reconcile = ReconcileSchedule(
-                name: "notification reconciliation",
-                sweeps: reconciler.sweeps(configuration.apple.environments.map { Environment(rawValue: $0) }),
-                lockKey: Ledger.reconcileLockKey, ledger: ledger,
-                intervalMinutes: configuration.apple.api.reconcileIntervalMinutes, readiness: readiness, logger: logger)
-        } else {
-            reconcile = nil
-        }
-        var outboxHandlers: [OutboxSender.Handler] = []
-        if let serverAPI, configuration.apple.api.consumptionConsent {
-            outboxHandlers.append(.appStoreConsumption(client: serverAPI, preference: configuration.apple.api.refundPreference,
-                                                       metrics: metrics))
-        }
-        if let googlePlay {
-            outboxHandlers.append(.googlePlayConsume(client: googlePlay, metrics: metrics))
-        }
-        outbox = outboxHandlers.isEmpty ? nil
-            : OutboxSender(ledger: ledger, handlers: outboxHandlers, readiness: readiness, logger: logger)
         let googleVoids = googlePlay.map { [ledger, metrics] in
             GooglePlayVoids(client: $0, ledger: ledger, metrics: metrics, logger: logger)
         }
-        let pushAuthenticator = GooglePlaySetup.pushAuthenticator(configuration, metrics: metrics)
-        // Pushes verify a token whose key may have to be fetched from Google
-        // (up to its timeout, with other pushes waiting for the same fetch):
-        // on threads of their own, so App Store notifications never wait
-        // behind them.
-        googlePushWork = pushAuthenticator != nil && googleVoids != nil
-            ? BlockingWork(threads: configuration.googlePushThreads, queueDepthMax: configuration.googlePushQueueDepthMax,
-                           name: "wallet-google-pushes")
-            : nil
-        GooglePlayNotificationsAPI(authenticator: pushAuthenticator, voids: googleVoids,
-                                   packageName: configuration.google.packageName, work: googlePushWork,
-                                   metrics: metrics, requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger)
-            .register(on: router)
-        if let googleVoids, configuration.google.voidedPollMinutes > 0 {
-            voidedSweep = ReconcileSchedule(
-                name: "voided purchases sweep", sweeps: [VoidedPurchasesSweep(voids: googleVoids)],
-                lockKey: Ledger.voidedSweepLockKey, ledger: ledger, intervalMinutes: configuration.google.voidedPollMinutes,
-                readiness: readiness, logger: logger)
-        } else {
-            voidedSweep = nil
-        }
+        api = HTTPAPI(
+            router: router, ledger: ledger, metrics: metrics, readiness: readiness, transactions: transactions,
+            serverAPI: serverAPI, googlePlay: googlePlay, pushAuthenticator: pushAuthenticator, notifications: notifications,
+            googleVoids: googleVoids,
+            settings: .init(
+                requestTimeoutSeconds: configuration.requestTimeoutSeconds, creditModes: configuration.creditVerification,
+                appleEnvironments: environments, creditPolicy: AppStoreSetup.creditPolicy(apple),
+                receipts: AppStoreSetup.receiptVerifier(apple),
+                googlePolicy: PurchasePolicy(allowTestPurchases: google.allowTestPurchases,
+                                             requireAccountID: google.requireAccountID),
+                googlePackageName: google.packageName,
+                storeLookups: .init(threads: configuration.storeLookupThreads,
+                                    queueDepthMax: configuration.storeLookupQueueDepthMax),
+                notifications: .init(threads: configuration.notificationThreads,
+                                     queueDepthMax: configuration.notificationQueueDepthMax),
+                googlePushes: .init(threads: configuration.googlePushThreads,
+                                    queueDepthMax: configuration.googlePushQueueDepthMax)),
+            logger: logger)
 
         let consoleCookies: SessionCookies?
         if configuration.adminConsole {
-            consoleWork = BlockingWork(threads: configuration.consoleThreads, queueDepthMax: configuration.consoleQueueDepthMax,
-                                       name: "wallet-console")
-            consoleCookies = SessionCookies()
-            AdminConsole(ledger: ledger, readiness: readiness, work: consoleWork!, cookies: consoleCookies!,
+            let work = BlockingWork(threads: configuration.consoleThreads, queueDepthMax: configuration.consoleQueueDepthMax,
+                                    name: "wallet-console")
+            let cookies = SessionCookies()
+            AdminConsole(ledger: ledger, readiness: readiness, work: work, cookies: cookies,
                          sessionMinutes: configuration.adminSessionMinutes, listenHost: configuration.listen.host,
                          requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger).register(on: router)
+            (consoleWork, consoleCookies) = (work, cookies)
         } else {
-            consoleWork = nil
-            consoleCookies = nil
+            (consoleWork, consoleCookies) = (nil, nil)
         }
 
         metrics.seed(routes: router.routes)
@@ -175,18 +118,24 @@ public final class Application: Sendable {
                 metrics.observeRequest(method: completed.method, route: completed.routePattern,
                                        status: completed.status, durationSeconds: completed.durationSeconds)
             })
-        holdSweeper = HoldSweeper(ledger: ledger, readiness: readiness,
-                                  intervalSeconds: Double(configuration.holdSweepIntervalSeconds),
-                                  walletsMax: configuration.holdSweepWalletsMax, logger: logger)
-        upkeep = Upkeep(ledger: ledger, readiness: readiness, migrate: configuration.migrateOnStart,
-                        purge: .init(retentionHours: configuration.idempotencyRetentionHours,
-                                     intervalSeconds: Double(configuration.idempotencyPurgeIntervalSeconds),
-                                     roundRowsMax: configuration.idempotencyPurgeRoundRowsMax,
-                                     roundsMax: configuration.idempotencyPurgeRoundsMax),
-                        logger: logger,
-                        afterSchema: { [ledger, startupReadSeconds = configuration.startupReadTimeoutSeconds] in
-                            try consoleCookies?.load(ledger.consoleCookieKey(deadline: .now + .seconds(startupReadSeconds)))
-                        })
+        workers = BackgroundWorkers(
+            ledger: ledger, readiness: readiness, metrics: metrics, notifications: notifications, serverAPI: serverAPI,
+            googlePlay: googlePlay, googleVoids: googleVoids,
+            settings: .init(
+                migrate: configuration.migrateOnStart,
+                purge: .init(retentionHours: configuration.idempotencyRetentionHours,
+                             intervalSeconds: Double(configuration.idempotencyPurgeIntervalSeconds),
+                             roundRowsMax: configuration.idempotencyPurgeRoundRowsMax,
+                             roundsMax: configuration.idempotencyPurgeRoundsMax),
+                holdSweepIntervalSeconds: Double(configuration.holdSweepIntervalSeconds),
+                holdSweepWalletsMax: configuration.holdSweepWalletsMax,
+                reconcileIntervalMinutes: apple.api.reconcileIntervalMinutes, appleEnvironments: environments,
+                consumptionConsent: apple.api.consumptionConsent, refundPreference: apple.api.refundPreference,
+                voidedPollMinutes: google.voidedPollMinutes),
+            logger: logger,
+            afterSchema: { [ledger, startupReadSeconds = configuration.startupReadTimeoutSeconds] in
+                try consoleCookies?.load(ledger.consoleCookieKey(deadline: .now + .seconds(startupReadSeconds)))
+            })
     }
 
     /// The bound port (useful with port 0).
@@ -196,11 +145,7 @@ public final class Application: Sendable {
     /// be coming up: the service then answers 503 until it is reachable and
     /// migrated, and `/readyz` says so.
     public func start() throws {
-        upkeep.start()
-        reconcile?.start()
-        voidedSweep?.start()
-        outbox?.start()
-        holdSweeper.start()
+        workers.start()
         try server.start()
         logger.info("listening", ["http.address": "\(configuration.listen.host):\(port)"])
     }
@@ -216,15 +161,9 @@ public final class Application: Sendable {
     public func shutdown() {
         let graceSeconds = Double(configuration.shutdownGraceSeconds)
         server.shutdown()
-        blockingWork.stop(timeoutSeconds: graceSeconds)
-        notificationWork.stop(timeoutSeconds: graceSeconds)
-        googlePushWork?.stop(timeoutSeconds: graceSeconds)
+        api.stop(timeoutSeconds: graceSeconds)
         consoleWork?.stop(timeoutSeconds: graceSeconds)
-        reconcile?.stop()
-        voidedSweep?.stop()
-        outbox?.stop()
-        holdSweeper.stop()
-        upkeep.stop()
+        workers.stop()
         ledger.shutdown(timeoutSeconds: graceSeconds)
         database.close()
         logger.info("stopped")

@@ -6,6 +6,7 @@ import Testing
 import TestSupport
 import WalletCore
 @testable import ServiceConsole
+@testable import ServiceAPI
 @testable import ServiceSupport
 @testable import WalletService
 import ServiceTestSupport

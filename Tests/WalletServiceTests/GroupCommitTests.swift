@@ -5,6 +5,7 @@ import Postgres
 import Testing
 import TestSupport
 @testable import WalletCore
+@testable import ServiceAPI
 @testable import ServiceSupport
 @testable import WalletService
 import ServiceTestSupport

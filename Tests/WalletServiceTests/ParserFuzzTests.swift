@@ -5,6 +5,7 @@ import HTTPServer
 import JSON
 import Testing
 import TestSupport
+@testable import ServiceAPI
 @testable import ServiceSupport
 @testable import WalletService
 import WalletCore

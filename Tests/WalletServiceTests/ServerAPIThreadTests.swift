@@ -5,6 +5,7 @@ import ServiceTestSupport
 import Testing
 import TestSupport
 import WalletCore
+@testable import ServiceAPI
 @testable import ServiceSupport
 @testable import WalletService
 

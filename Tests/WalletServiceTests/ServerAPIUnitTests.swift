@@ -4,6 +4,7 @@ import StoreHTTP
 import Testing
 import WalletCore
 @testable import AppStore
+@testable import ServiceAPI
 @testable import ServiceSupport
 @testable import WalletService
 

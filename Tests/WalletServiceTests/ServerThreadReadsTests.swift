@@ -6,6 +6,7 @@ import Synchronization
 import Testing
 import TestSupport
 import WalletCore
+@testable import ServiceAPI
 @testable import ServiceSupport
 @testable import WalletService
 

@@ -10,6 +10,7 @@ import TestSupport
 import Timestamps
 import WalletCore
 @testable import AppStore
+@testable import ServiceAPI
 @testable import ServiceSupport
 @testable import WalletService
 import ServiceTestSupport

@@ -22,14 +22,14 @@ struct CreditVerification: Sendable {
     struct Verified: Sendable, Equatable {
         var flowNo: FlowNumber
         var quantity: Quantity
-        var source: Configuration.CreditVerification
+        var source: CreditSource
         /// `Production` or `Sandbox` for App Store evidence, `Production`,
         /// `Test` or `Promo` for Google Play's; nil for the caller's word.
         var environment: PurchaseEnvironment?
         var purchaseToken: String?
     }
 
-    let modes: Set<Configuration.CreditVerification>
+    let modes: Set<CreditSource>
     let transactions: SignedDataVerifier
     let policy: CreditPolicy
     let receipts: ReceiptVerifier
@@ -42,25 +42,22 @@ struct CreditVerification: Sendable {
     let googlePlay: GooglePlayCredits?
     let logger: Logger
 
-    init(configuration: Configuration, transactions: SignedDataVerifier, serverAPI: ServerAPIClient?,
-         googlePlay: GooglePlayCredits?, logger: Logger) {
-        self.googlePlay = configuration.creditVerification.contains(.googlePlay) ? googlePlay : nil
-        modes = configuration.creditVerification
-        self.serverAPI = configuration.creditVerification.contains(.appStoreAPI) ? serverAPI : nil
+    /// `appleEnvironments` are the App Store environments accepted; a mode's
+    /// client is kept only when that mode is on.
+    init(modes: Set<CreditSource>, transactions: SignedDataVerifier, policy: CreditPolicy, receipts: ReceiptVerifier,
+         serverAPI: ServerAPIClient?, apiEnvironments appleEnvironments: [Environment], googlePlay: GooglePlayCredits?,
+         logger: Logger) {
+        self.googlePlay = modes.contains(.googlePlay) ? googlePlay : nil
+        self.modes = modes
+        self.serverAPI = modes.contains(.appStoreAPI) ? serverAPI : nil
         self.logger = logger
-        apiEnvironments = [Environment.production, .sandbox].filter { configuration.apple.environments.contains($0.rawValue) }
+        apiEnvironments = [Environment.production, .sandbox].filter(appleEnvironments.contains)
         self.transactions = transactions
-        policy = CreditPolicy(accountTokenNamespace: configuration.apple.accountTokenNamespace,
-                              requireAccountToken: configuration.apple.requireAccountToken)
-        let apple = configuration.apple
-        receipts = ReceiptVerifier(configuration: .init(
-            productionURL: apple.verifyReceiptURL, sandboxURL: apple.verifyReceiptSandboxURL,
-            sharedSecret: apple.sharedSecret, bundleIDs: Set(apple.bundleIDs),
-            allowSandbox: apple.environments.contains("Sandbox"),
-            timeoutSeconds: Double(apple.verifyReceiptTimeoutSeconds)))
+        self.policy = policy
+        self.receipts = receipts
     }
 
-    func mode(of body: CreditBody) -> Configuration.CreditVerification {
+    func mode(of body: CreditBody) -> CreditSource {
         if body.signedTransaction != nil { return .appStoreJWS }
         if body.receiptData != nil { return .appStoreReceipt }
         if body.googlePurchaseToken != nil { return .googlePlay }
@@ -137,7 +134,7 @@ struct CreditVerification: Sendable {
         reason: .transactionNotFound, detail: "Apple knows no transaction with this flowNO in any accepted environment")
 
     private func verifySignedTransaction(_ jws: String, _ body: CreditBody,
-                                         source: Configuration.CreditVerification = .appStoreJWS) throws -> Verified {
+                                         source: CreditSource = .appStoreJWS) throws -> Verified {
         let transaction: VerifiedTransaction
         do {
             transaction = try transactions.verifyTransaction(jws)
