@@ -1,6 +1,7 @@
 import ServiceSupport
 import AppStore
 import Foundation
+import GooglePlay
 import Logging
 import WalletCore
 
@@ -135,29 +136,15 @@ struct CreditVerification: Sendable {
 
     private func verifySignedTransaction(_ jws: String, _ body: CreditBody,
                                          source: CreditSource = .appStoreJWS) throws -> Verified {
-        let transaction: VerifiedTransaction
-        do {
-            transaction = try transactions.verifyTransaction(jws)
-        } catch {
-            throw WalletError.verificationFailed(reason: error.reason.refusalReason, detail: error.detail)
-        }
-        let quantity: Int
         let flowNo = try self.flowNo(body)
         do {
-            quantity = try policy.check(transaction.payload, flowNo: flowNo.rawValue, productID: body.productID.rawValue,
-                                        userID: body.userID.rawValue, requestedQuantity: body.quantity?.value)
+            let credit = try policy.credit(signedTransaction: jws, verifier: transactions, flowNo: flowNo,
+                                           productID: body.productID, userID: body.userID,
+                                           requestedQuantity: body.quantity)
+            return Verified(flowNo: flowNo, quantity: credit.quantity, source: source, environment: credit.environment)
         } catch {
             throw WalletError.verificationFailed(reason: error.reason, detail: error.detail)
         }
-        guard let verifiedQuantity = Quantity(quantity) else {
-            throw WalletError.verificationFailed(reason: .malformed, detail: "the signed quantity is out of range")
-        }
-        // The verifier takes only allowed environments, which are the App Store's own.
-        guard let environment = PurchaseEnvironment(rawValue: transaction.payload.environment.rawValue) else {
-            throw WalletError.verificationFailed(reason: .environmentNotAllowed,
-                                                 detail: "the signed transaction is from no environment a credit records")
-        }
-        return Verified(flowNo: flowNo, quantity: verifiedQuantity, source: source, environment: environment)
     }
 
     private func verifyReceipt(_ receipt: String, _ body: CreditBody) throws -> Verified {
@@ -172,13 +159,11 @@ struct CreditVerification: Sendable {
             case .failed(let reason, let detail): throw WalletError.verificationFailed(reason: reason, detail: detail)
             }
         }
-        guard let quantity = Quantity(purchase.quantity) else {
-            throw WalletError.verificationFailed(reason: .malformed, detail: "the receipt's quantity is out of range")
+        do {
+            let credit = try CreditPolicy.credit(receiptPurchase: purchase, requestedQuantity: body.quantity)
+            return Verified(flowNo: flowNo, quantity: credit.quantity, source: .appStoreReceipt, environment: credit.environment)
+        } catch {
+            throw WalletError.verificationFailed(reason: error.reason, detail: error.detail)
         }
-        if let requested = body.quantity, requested != quantity {
-            throw WalletError.verificationFailed(reason: .transactionMismatch,
-                                                 detail: "the request's quantity differs from the receipt's")
-        }
-        return Verified(flowNo: flowNo, quantity: quantity, source: .appStoreReceipt, environment: purchase.environment)
     }
 }
