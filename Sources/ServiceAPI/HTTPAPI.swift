@@ -19,7 +19,7 @@ package final class HTTPAPI: Sendable {
             package var threads: Int
             package var queueDepthMax: Int
 
-            package init(threads: Int, queueDepthMax: Int) {
+            package init(_ threads: Int, _ queueDepthMax: Int) {
                 self.threads = threads
                 self.queueDepthMax = queueDepthMax
             }

@@ -1,6 +1,7 @@
 package import AppStore
 import Foundation
 package import GooglePlay
+package import HTTPServer
 import StoreHTTP
 import Locking
 package import WalletStore
@@ -257,6 +258,12 @@ package final class Metrics: Sendable, StoreMetrics {
             state.requests[key, default: Histogram(bucketCount: Self.latencyBucketsSeconds.count)]
                 .observe(durationSeconds, bounds: Self.latencyBucketsSeconds)
         }
+    }
+
+    /// One answered request, as the HTTP server reports it.
+    package func observe(_ completed: CompletedRequest) {
+        observeRequest(method: completed.method, route: completed.routePattern, status: completed.status,
+                       durationSeconds: completed.durationSeconds)
     }
 
     /// Counts a database failure by kind: `unavailable`, `timeout`, `sqlstate_XXXXX`.

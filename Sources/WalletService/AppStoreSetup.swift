@@ -23,9 +23,7 @@ package enum AppStoreSetup {
             rootCertificates: roots, bundleIDs: Set(apple.bundleIDs),
             environments: Set(apple.environments.map { Environment(rawValue: $0) }), appAppleID: apple.appAppleID))
     }
-}
 
-extension AppStoreSetup {
     /// What a signed transaction must say of its user to be credited.
     package static func creditPolicy(_ apple: Configuration.Apple) -> CreditPolicy {
         CreditPolicy(accountTokenNamespace: apple.accountTokenNamespace, requireAccountToken: apple.requireAccountToken)

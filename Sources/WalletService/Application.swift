@@ -26,8 +26,8 @@ public final class Application: Sendable {
     let router: Router
     /// The HTTP API's routes and pools.
     private let api: HTTPAPI
-    /// The support console's page reads, when the console is on.
-    private let consoleWork: BlockingWork?
+    /// The support console, when it is on.
+    private let console: SupportConsole?
     private let workers: BackgroundWorkers
     private let logger: Logger
 
@@ -81,29 +81,17 @@ public final class Application: Sendable {
                 googlePolicy: PurchasePolicy(allowTestPurchases: google.allowTestPurchases,
                                              requireAccountID: google.requireAccountID),
                 googlePackageName: google.packageName,
-                storeLookups: .init(threads: configuration.storeLookupThreads,
-                                    queueDepthMax: configuration.storeLookupQueueDepthMax),
-                notifications: .init(threads: configuration.notificationThreads,
-                                     queueDepthMax: configuration.notificationQueueDepthMax),
-                googlePushes: .init(threads: configuration.googlePushThreads,
-                                    queueDepthMax: configuration.googlePushQueueDepthMax)),
+                storeLookups: .init(configuration.storeLookupThreads, configuration.storeLookupQueueDepthMax),
+                notifications: .init(configuration.notificationThreads, configuration.notificationQueueDepthMax),
+                googlePushes: .init(configuration.googlePushThreads, configuration.googlePushQueueDepthMax)),
             logger: logger)
 
-        let consoleCookies: SessionCookies?
-        if configuration.adminConsole {
-            let work = BlockingWork(threads: configuration.consoleThreads, queueDepthMax: configuration.consoleQueueDepthMax,
-                                    name: "wallet-console")
-            let cookies = SessionCookies()
-            AdminConsole(ledger: ledger, readiness: readiness, work: work, cookies: cookies,
-                         sessionMinutes: configuration.adminSessionMinutes, listenHost: configuration.listen.host,
-                         requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger).register(on: router)
-            (consoleWork, consoleCookies) = (work, cookies)
-        } else {
-            (consoleWork, consoleCookies) = (nil, nil)
-        }
+        console = !configuration.adminConsole ? nil : SupportConsole(
+            router: router, ledger: ledger, readiness: readiness, threads: configuration.consoleThreads,
+            queueDepthMax: configuration.consoleQueueDepthMax, sessionMinutes: configuration.adminSessionMinutes,
+            listenHost: configuration.listen.host, requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger)
 
         metrics.seed(routes: router.routes)
-        let metrics = metrics
         server = Server(
             configuration: .init(
                 host: configuration.listen.host, port: configuration.listen.port, threads: configuration.httpThreads,
@@ -113,11 +101,7 @@ public final class Application: Sendable {
                 shutdownGraceSeconds: configuration.shutdownGraceSeconds,
                 maxConnectionsPerAddress: configuration.connectionsPerIPMax),
             router: router,
-            logger: Logger(label: "wallet.http", level: logger.level, metadata: logger.metadata),
-            observer: { completed in
-                metrics.observeRequest(method: completed.method, route: completed.routePattern,
-                                       status: completed.status, durationSeconds: completed.durationSeconds)
-            })
+            logger: Logger(label: "wallet.http", level: logger.level, metadata: logger.metadata), observer: metrics.observe)
         workers = BackgroundWorkers(
             ledger: ledger, readiness: readiness, metrics: metrics, notifications: notifications, serverAPI: serverAPI,
             googlePlay: googlePlay, googleVoids: googleVoids,
@@ -133,8 +117,8 @@ public final class Application: Sendable {
                 consumptionConsent: apple.api.consumptionConsent, refundPreference: apple.api.refundPreference,
                 voidedPollMinutes: google.voidedPollMinutes),
             logger: logger,
-            afterSchema: { [ledger, startupReadSeconds = configuration.startupReadTimeoutSeconds] in
-                try consoleCookies?.load(ledger.consoleCookieKey(deadline: .now + .seconds(startupReadSeconds)))
+            afterSchema: { [console, startupReadSeconds = configuration.startupReadTimeoutSeconds] in
+                try console?.loadCookieKey(deadline: .now + .seconds(startupReadSeconds))
             })
     }
 
@@ -162,20 +146,11 @@ public final class Application: Sendable {
         let graceSeconds = Double(configuration.shutdownGraceSeconds)
         server.shutdown()
         api.stop(timeoutSeconds: graceSeconds)
-        consoleWork?.stop(timeoutSeconds: graceSeconds)
+        console?.stop(timeoutSeconds: graceSeconds)
         workers.stop()
         ledger.shutdown(timeoutSeconds: graceSeconds)
         database.close()
         logger.info("stopped")
-    }
-}
-
-extension Application {
-    /// On the first start of an empty database, makes two keys to try the
-    /// API with and returns them (for the console, never the log); nil once
-    /// any key exists.
-    public func createDevelopmentKeysIfFirstStart() throws -> DevelopmentKeys? {
-        try ledger.createDevelopmentKeysIfFirstStart()
     }
 }
 

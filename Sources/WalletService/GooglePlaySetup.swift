@@ -34,9 +34,7 @@ package enum GooglePlaySetup {
                               metrics.observeGoogleRequest(endpoint: endpoint, status: status, seconds: seconds)
                           })
     }
-}
 
-extension GooglePlaySetup {
     /// The push authenticator, when the audience and service account are
     /// set (the configuration sets both or neither).
     package static func pushAuthenticator(_ configuration: Configuration, metrics: Metrics) -> PushAuthenticator? {
