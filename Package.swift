@@ -158,6 +158,15 @@ let package = Package(
         ),
         .testTarget(name: "GooglePlayTests", dependencies: ["GooglePlay", "Crypto", "StoreHTTP", "TestSupport", "WalletCore"]),
         .testTarget(name: "WalletCoreTests", dependencies: ["WalletCore"]),
+        // The store's own suites: its SQL, group commit, the admin scripts.
+        .testTarget(
+            name: "WalletStoreTests",
+            dependencies: ["WalletStore", "WalletCore", "Postgres", "Locking", "Logging", "TestSupport"]
+        ),
+        .testTarget(
+            name: "ServiceAPITests",
+            dependencies: ["ServiceAPI", "AppStore", "Crypto", "HTTPServer", "JSON", "TestSupport", "WalletCore"]
+        ),
         .testTarget(name: "LockingTests", dependencies: ["Locking"]),
         .testTarget(
             name: "WalletServiceTests",

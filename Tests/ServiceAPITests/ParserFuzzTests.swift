@@ -6,8 +6,6 @@ import JSON
 import Testing
 import TestSupport
 @testable import ServiceAPI
-@testable import ServiceSupport
-@testable import WalletService
 import WalletCore
 
 /// The parsers that face callers, fed thousands of broken inputs made from

@@ -695,7 +695,7 @@ struct AdminScriptTests {
         #expect(try books.connection.query("SELECT reset_val FROM pg_settings WHERE name = 'synchronous_commit'")[0]
             .decode(String.self, at: 0) == "off")
         #expect(try books.credit(flowNo: "3000000001", userID: "d1", productID: "guodong600") == "credited")
-        try books.connection.executeScript(unsafeSQL: PooledWriteSettingsTests.observerSQL)
+        try books.connection.executeScript(unsafeSQL: WriteObserver.sql)
         let runs = [
             try books.psql.run("grant.sql", ["user_id": "d1", "amount": "50", "currency": "coin", "reason": "gift",
                                              "operator": "alice"]),

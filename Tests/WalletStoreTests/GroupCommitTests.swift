@@ -5,10 +5,6 @@ import Postgres
 import Testing
 import TestSupport
 @testable import WalletCore
-@testable import ServiceAPI
-@testable import ServiceSupport
-@testable import WalletService
-import ServiceTestSupport
 @testable import WalletStore
 
 /// Group commit applies many operations in one transaction; each must get
@@ -95,58 +91,6 @@ struct GroupCommitTests {
         ])
     }
 
-    @Test func writersMeetingOnAUniqueIndexResolveIt() throws {
-        // Users that land on different writers of four.
-        let writerCount = 4
-        var users: [String] = []
-        var writersTaken = Set<UInt64>()
-        var candidate = 0
-        while users.count < writerCount {
-            let user = "w\(candidate)"
-            if writersTaken.insert(GroupCommit.stableHash(user) % UInt64(writerCount)).inserted { users.append(user) }
-            candidate += 1
-        }
-        let spread = users
-        let service = try TestService { $0.writers = writerCount; $0.batchOperationsMax = 64 }
-        defer { service.stop() }
-        let connection = try Connection(options: service.database)
-        for user in spread {
-            try connection.query("SELECT * FROM wallet.grant_coins(\(user), 100000, 'coin', 'setup', 'tests')")
-        }
-        // Each flowNO and each key is sent for every user at once, so every
-        // writer races every other on the same unique entries.
-        let credits = Locked<[String: [Int]]>([:])
-        let debits = Locked<[String: [Int]]>([:])
-        let finished = runOnThreads(48, timeoutSeconds: 150) { index in
-            let user = spread[index % spread.count]
-            for round in 0..<12 {
-                let flowNo = "race-\(round)-\(index / spread.count)"
-                let status = (try? service.credit(userID: user, flowNo: flowNo).status) ?? -1
-                credits.withLock { $0[flowNo, default: []].append(status) }
-                let key = "race-key-\(round)-\(index / spread.count)"
-                let debit = (try? service.debit(userID: user, amount: 1, idempotencyKey: key).status) ?? -1
-                debits.withLock { $0[key, default: []].append(debit) }
-            }
-        }
-        #expect(finished)
-        for (flowNo, statuses) in credits.withLock({ $0 }) {
-            #expect(statuses.filter { $0 == 201 }.count == 1, "\(flowNo): \(statuses)")
-            #expect(statuses.allSatisfy { $0 == 201 || $0 == 409 }, "\(flowNo): \(statuses)")
-        }
-        for (key, statuses) in debits.withLock({ $0 }) {
-            #expect(statuses.filter { $0 == 201 }.count == 1, "\(key): \(statuses)")
-            #expect(statuses.allSatisfy { $0 == 201 || $0 == 422 }, "\(key): \(statuses)")
-        }
-        let creditCount = credits.withLock { $0.count }
-        let debitCount = debits.withLock { $0.count }
-        #expect(try service.count("SELECT count(*) FROM wallet.entries WHERE kind = 'credit'") == creditCount)
-        #expect(try service.count("SELECT count(*) FROM wallet.entries WHERE kind = 'debit'") == debitCount)
-        #expect(try service.violations() == [])
-        let metrics = try service.request("GET", "/metrics").text
-        print("unique-index races: " + metrics.split(separator: "\n").filter { $0.hasPrefix("wallet_db_errors_total") }
-            .joined(separator: ", "))
-    }
-
     @Test func aBatchThatFailsAsAWholeIsRetriedOneAtATime() throws {
         let database = try TestDatabase.make()
         let connection = try Connection(options: database)
@@ -163,7 +107,7 @@ struct GroupCommitTests {
         var configuration = ConnectionPool.Configuration(connection: database)
         configuration.maximumConnections = 1
         let pool = ConnectionPool(configuration: configuration, logger: Logger(label: "test", sink: .discard))
-        let metrics = Metrics()
+        let metrics = RecordedStoreMetrics()
         let writer = GroupCommit(writerCount: 1, batchOperationsMax: 256, pool: pool, metrics: metrics,
                                  logger: Logger(label: "test", sink: .discard))
         defer { writer.shutdown(timeoutSeconds: 10); pool.shutdown() }
@@ -204,8 +148,7 @@ struct GroupCommitTests {
             #expect(result.outcome == .credited)
         }
         // The overflow failed twice: once with its whole batch, once alone.
-        let rendered = metrics.render(pool: nil, writerQueueDepth: 0)
-        #expect(rendered.contains(#"wallet_db_errors_total{kind="sqlstate_22003"} 2"#))
+        #expect(metrics.databaseErrors("sqlstate_22003") == 2)
         #expect(try connection.query("SELECT count(*) FROM wallet.credits")[0].decode(Int.self, at: 0) == 20)
         #expect(try LedgerStore.checkInvariants(on: connection) == [])
     }
@@ -232,7 +175,7 @@ struct GroupCommitTests {
         var configuration = ConnectionPool.Configuration(connection: database)
         configuration.maximumConnections = 1
         let pool = ConnectionPool(configuration: configuration, logger: Logger(label: "test", sink: .discard))
-        let writer = GroupCommit(writerCount: 1, batchOperationsMax: 256, pool: pool, metrics: Metrics(),
+        let writer = GroupCommit(writerCount: 1, batchOperationsMax: 256, pool: pool, metrics: RecordedStoreMetrics(),
                                  logger: Logger(label: "test", sink: .discard))
         defer { writer.shutdown(timeoutSeconds: 10); pool.shutdown() }
 
@@ -262,7 +205,7 @@ struct GroupCommitTests {
         var configuration = ConnectionPool.Configuration(connection: options)
         configuration.maximumConnections = 1
         let pool = ConnectionPool(configuration: configuration, logger: Logger(label: "test", sink: .discard))
-        let writer = GroupCommit(writerCount: 1, batchOperationsMax: 256, pool: pool, metrics: Metrics(),
+        let writer = GroupCommit(writerCount: 1, batchOperationsMax: 256, pool: pool, metrics: RecordedStoreMetrics(),
                                  logger: Logger(label: "test", sink: .discard))
         defer { writer.shutdown(timeoutSeconds: 10); pool.shutdown() }
 
@@ -296,7 +239,7 @@ struct GroupCommitTests {
         let database = try TestDatabase.make()
         let pool = ConnectionPool(configuration: .init(connection: database), logger: Logger(label: "test", sink: .discard))
         defer { pool.shutdown() }
-        let writer = GroupCommit(writerCount: 2, batchOperationsMax: 256, pool: pool, metrics: Metrics(),
+        let writer = GroupCommit(writerCount: 2, batchOperationsMax: 256, pool: pool, metrics: RecordedStoreMetrics(),
                                  logger: Logger(label: "test", sink: .discard))
         writer.shutdown(timeoutSeconds: 10)
         #expect(writer.isStopping)
@@ -308,23 +251,6 @@ struct GroupCommitTests {
         #expect(writer.queueDepth == 0)
         let connection = try Connection(options: database)
         #expect(try connection.query("SELECT count(*) FROM wallet.credits")[0].decode(Int.self, at: 0) == 0)
-    }
-
-    @Test func theServiceCommitsSynchronouslyWhateverTheDatabaseSays() throws {
-        let database = try TestDatabase.make()
-        let admin = try Connection(options: database)
-        let name = try admin.query("SELECT current_database()")[0].decode(String.self, at: 0)
-        try admin.execute("ALTER DATABASE \(unsafeSQL: name) SET synchronous_commit = off")
-        // A session that does not set it gets the database's default ...
-        let psql = try runProcess(["psql", "-X", "-A", "-t", TestService.conninfo(database), "-c", "SHOW synchronous_commit"])
-        #expect(psql.output.trimmingCharacters(in: .whitespacesAndNewlines) == "off")
-        // ... the service's own connections, reads and writers, say on.
-        let service = try TestService(database: database)
-        defer { service.stop() }
-        for pool in [service.application.ledger.pool, service.application.ledger.writerPool] {
-            let setting = try pool.withConnection { try $0.query("SHOW synchronous_commit")[0].decode(String.self, at: 0) }
-            #expect(setting == "on")
-        }
     }
 
     @Test func oneRuleSaysWhatAFailedWriteMeans() {

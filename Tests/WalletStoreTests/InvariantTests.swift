@@ -2,9 +2,6 @@ import Foundation
 import Postgres
 import Testing
 import TestSupport
-@testable import ServiceAPI
-@testable import ServiceSupport
-@testable import WalletService
 @testable import WalletStore
 
 /// The rules the database keeps by itself, and the ones wallet.check_invariants() proves.

@@ -6,9 +6,6 @@ import Synchronization
 import Testing
 import TestSupport
 import WalletCore
-@testable import ServiceAPI
-@testable import ServiceSupport
-@testable import WalletService
 
 #if canImport(Glibc)
 import Glibc
@@ -24,7 +21,7 @@ struct ServerThreadReadsTests {
         defer { silent.stop() }
         let pool = silent.pool()
         defer { pool.shutdown() }
-        let metrics = Metrics()
+        let metrics = RecordedStoreMetrics()
         let reads = ServerThreadReads(pool: pool, metrics: metrics)
         let read = { try reads.run { try $0.prepared("SELECT 1") } }
 
@@ -37,7 +34,7 @@ struct ServerThreadReadsTests {
             #expect(throws: WalletError.databaseUnavailable) { try read() }
         }
         #expect(silent.accepted == afterFirst)
-        #expect(metrics.render(pool: nil, writerQueueDepth: 0).contains(#"wallet_db_errors_total{kind="fast_fail"} 20"#))
+        #expect(metrics.databaseErrors("fast_fail") == 20)
 
         // Once the quiet period is over, a read probes the database again.
         Thread.sleep(forTimeInterval: Double(ServerThreadReads.quiet.components.seconds) + 0.1)
@@ -53,7 +50,7 @@ struct ServerThreadReadsTests {
         defer { silent.stop() }
         let pool = silent.pool()
         defer { pool.shutdown() }
-        let reads = BalanceReads(reads: ServerThreadReads(pool: pool, metrics: Metrics()))
+        let reads = BalanceReads(reads: ServerThreadReads(pool: pool, metrics: RecordedStoreMetrics()))
         defer { reads.shutdown(timeoutSeconds: 5) }
 
         let answers = Monitor<[String]>([])
