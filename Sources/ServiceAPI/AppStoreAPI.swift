@@ -1,9 +1,9 @@
-import ServiceSupport
 import AppStore
 import Foundation
 import HTTPServer
 import JSON
 import Logging
+import ServiceSupport
 import WalletCore
 import WalletStore
 

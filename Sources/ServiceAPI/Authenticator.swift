@@ -1,4 +1,3 @@
-import ServiceSupport
 import Crypto
 import Foundation
 import Locking

@@ -1,4 +1,3 @@
-import ServiceSupport
 import AppStore
 import Foundation
 import GooglePlay

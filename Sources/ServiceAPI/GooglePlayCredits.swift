@@ -1,4 +1,3 @@
-import ServiceSupport
 import Foundation
 import GooglePlay
 import Logging

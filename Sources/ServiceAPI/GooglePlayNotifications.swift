@@ -1,8 +1,8 @@
-import ServiceSupport
 import Foundation
 import GooglePlay
 import HTTPServer
 import Logging
+import ServiceSupport
 import WalletCore
 import WalletStore
 

@@ -1,8 +1,8 @@
-import ServiceSupport
 import Crypto
 import Foundation
 import HTTPServer
 import JSON
+import ServiceSupport
 import WalletCore
 import WalletStore
 

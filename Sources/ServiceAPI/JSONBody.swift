@@ -1,4 +1,3 @@
-import ServiceSupport
 import HTTPServer
 import JSON
 import WalletCore

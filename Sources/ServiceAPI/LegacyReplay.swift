@@ -1,4 +1,3 @@
-import ServiceSupport
 import HTTPServer
 
 /// Replays of answers an earlier release stored whole, as `jsonb`: debits

@@ -1,6 +1,6 @@
-import ServiceSupport
 import Foundation
 import HTTPServer
+import ServiceSupport
 import WalletCore
 import WalletStore
 

@@ -1,4 +1,3 @@
-import ServiceSupport
 import GooglePlay
 import JSON
 import WalletCore

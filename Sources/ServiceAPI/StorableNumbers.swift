@@ -1,4 +1,3 @@
-import ServiceSupport
 import JSON
 
 /// What a JSON number must be for PostgreSQL to keep it in a JSONB column.

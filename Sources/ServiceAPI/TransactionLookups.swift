@@ -1,4 +1,3 @@
-import ServiceSupport
 import Foundation
 import Locking
 

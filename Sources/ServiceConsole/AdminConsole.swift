@@ -1,9 +1,9 @@
-package import ServiceSupport
 import Crypto
 import Foundation
 package import HTTPServer
 import Locking
 package import Logging
+package import ServiceSupport
 import WalletCore
 package import WalletStore
 

@@ -2,8 +2,8 @@ package import AppStore
 import Foundation
 package import GooglePlay
 package import HTTPServer
-import StoreHTTP
 import Locking
+import StoreHTTP
 package import WalletStore
 
 /// Prometheus metrics, all prefixed `wallet_`: per-route request counts and

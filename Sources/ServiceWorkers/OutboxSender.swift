@@ -1,10 +1,10 @@
-package import ServiceSupport
 package import AppStore
-package import GooglePlay
 import Foundation
+package import GooglePlay
 import JSON
 import Locking
 package import Logging
+package import ServiceSupport
 import WalletCore
 package import WalletStore
 

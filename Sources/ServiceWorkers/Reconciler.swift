@@ -1,8 +1,8 @@
-package import ServiceSupport
 package import AppStore
 package import Foundation
 import Locking
 package import Logging
+package import ServiceSupport
 import WalletCore
 package import WalletStore
 

@@ -1,9 +1,9 @@
-package import ServiceSupport
 package import AppStore
 import Crypto
 import Foundation
 import Locking
 package import Logging
+package import ServiceSupport
 import WalletCore
 
 /// Builds the App Store verifiers from the configuration.

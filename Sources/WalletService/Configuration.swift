@@ -1,4 +1,3 @@
-import ServiceSupport
 public import AppStore
 public import Foundation
 import GooglePlay

@@ -1,6 +1,6 @@
-package import ServiceSupport
 import Foundation
 package import GooglePlay
+package import ServiceSupport
 import StoreHTTP
 
 /// Builds the Google Play client from the configuration.
