@@ -101,6 +101,9 @@ public final class WorkerThreads: Sendable {
         running.withLock { $0 += count }
         for index in 0..<count {
             let thread = Thread { [running] in
+                // Named from inside: on Linux, Foundation applies a name set
+                // before the start to nothing. (Linux keeps at most 15 bytes.)
+                Thread.current.name = "\(name)-\(index)"
                 body(index)
                 let last = running.withLock { running in
                     running -= 1
@@ -108,7 +111,6 @@ public final class WorkerThreads: Sendable {
                 }
                 if last { running.broadcast() }
             }
-            thread.name = "\(name)-\(index)"
             thread.start()
         }
     }

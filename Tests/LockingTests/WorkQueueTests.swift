@@ -51,4 +51,17 @@ struct WorkQueueTests {
         #expect(all.count == 16_000)
         #expect(Set(all) == Set((0..<8).flatMap { producer in (0..<2_000).map { producer * 10_000 + $0 } }))
     }
+
+    /// Each thread runs under its name and index, as `top -H`, a debugger and
+    /// a test clock waiting for a worker see it.
+    @Test func workerThreadsCarryTheirNames() {
+        let names = Locked<[Int: String]>([:])
+        let threads = WorkerThreads()
+        threads.start(count: 2, name: "test-named") { index in
+            let name = Thread.current.name ?? ""
+            names.withLock { $0[index] = name }
+        }
+        #expect(threads.wait(timeoutSeconds: 30))
+        #expect(names.withLock { $0 } == [0: "test-named-0", 1: "test-named-1"])
+    }
 }
