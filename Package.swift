@@ -108,7 +108,7 @@ let package = Package(
         ),
         .testTarget(name: "GooglePlayTests", dependencies: ["GooglePlay", "Crypto", "StoreHTTP", "TestSupport"]),
         .testTarget(name: "WalletCoreTests", dependencies: ["WalletCore"]),
-        .testTarget(name: "LockingTests", dependencies: ["Locking"]),
+        .testTarget(name: "LockingTests", dependencies: ["Locking", "TestSupport"]),
         .testTarget(
             name: "WalletServiceTests",
             dependencies: [

@@ -30,8 +30,9 @@ extension Monitor where State == RunState {
         wait(until: .now + .seconds(10)) { !$0.running }
     }
 
-    /// Pauses for `seconds`, or until the thread is asked to stop.
-    func pause(seconds: Double) {
-        wait(until: .now + .seconds(seconds)) { $0.stopping }
+    /// Pauses until `clock` has moved on by `seconds`, or until the thread
+    /// is asked to stop.
+    func pause(seconds: Double, on clock: any WorkClock) {
+        _ = clock.wait(on: self, until: clock.now + .seconds(max(0, seconds))) { $0.stopping }
     }
 }
