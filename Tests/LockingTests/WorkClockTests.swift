@@ -45,7 +45,7 @@ struct WorkClockTests {
         #expect(clock.lastWaitLength(thread: "clock-worker").map { $0 > .seconds(3_599) } == true)
 
         clock.advance(by: .seconds(3_000))
-        // Still waiting: moved back to sleep with its deadline still ahead.
+        // Still waiting: its deadline is still ahead.
         #expect(!ended.wait(seconds: 0))
         #expect(clock.waitUntilWaiting(thread: "clock-worker", seconds: 10) == 1)
 

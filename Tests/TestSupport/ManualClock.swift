@@ -18,7 +18,7 @@ public import Locking
 /// It tells a test when a named thread is waiting on it: the test advances
 /// the clock once the worker has finished its pass and paused, then waits
 /// for the worker to pause again, which it does only once the pass that
-/// the advance released has finished. No test sleeps to let a worker run.
+/// the advance released has finished. No test guesses how long a worker takes.
 /// (A thread is known by its name, which Linux keeps only when it is at
 /// most 15 bytes long.)
 ///
@@ -98,7 +98,7 @@ public final class ManualClock: WorkClock {
                 state.requested.append(length)
             }
             // Taking the monitor's lock before the broadcast: the waiter holds
-            // it from its last check until it sleeps, so the wake-up cannot
+            // it from its last check until it waits, so the wake-up cannot
             // fall between the two.
             state.wakers[state.waitsBegun] = {
                 monitor.withLock { _ in }

@@ -325,10 +325,7 @@ struct NotificationWorkTests {
         // The held notifications cannot finish, so every answer before the
         // release is a refusal; wait for all that cannot fit.
         let refusalsExpected = senders - threads - queueDepthMax
-        let waitUntil = ContinuousClock.now + .seconds(30)
-        while answers.withLock({ $0.count }) < refusalsExpected, ContinuousClock.now < waitUntil {
-            Thread.sleep(forTimeInterval: 0.01)
-        }
+        _ = waitFor(seconds: 30) { answers.withLock { $0.count } >= refusalsExpected }
         try blocker.execute("ROLLBACK")
         blocker.close()
         #expect(done.wait(timeout: .now() + 55) == .success)
