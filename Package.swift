@@ -31,8 +31,9 @@ let package = Package(
         // JSON-lines logging, shared by every layer below the service.
         .target(name: "Logging"),
         // Locks and waiting on pthreads, which the thread sanitizer sees
-        // (the standard library's Mutex it does not), and the one bounded
-        // cache built on them, for the store adapters and the service alike.
+        // (the standard library's Mutex it does not), the one bounded cache
+        // built on them, and the clock that schedules and pauses wait on,
+        // for the store adapters and the service alike.
         .target(name: "Locking"),
 
         // Adapters.

@@ -101,9 +101,7 @@ public final class WorkerThreads: Sendable {
         running.withLock { $0 += count }
         for index in 0..<count {
             let thread = Thread { [running] in
-                // Named from inside: on Linux, Foundation applies a name set
-                // before the start to nothing. (Linux keeps at most 15 bytes.)
-                Thread.current.name = "\(name)-\(index)"
+                Thread.nameCurrent("\(name)-\(index)")
                 body(index)
                 let last = running.withLock { running in
                     running -= 1

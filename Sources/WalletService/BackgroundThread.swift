@@ -13,9 +13,7 @@ extension Monitor where State == RunState {
     func startThread(name: String, _ body: @escaping @Sendable (_ stopping: () -> Bool) -> Void) {
         withLock { $0.running = true }
         let thread = Thread { [self] in
-            // Named from inside: on Linux, Foundation applies a name set
-            // before the start to nothing. (Linux keeps at most 15 bytes.)
-            Thread.current.name = name
+            Thread.nameCurrent(name)
             body { self.withLock { $0.stopping } }
             withLock { $0.running = false }
             broadcast()

@@ -36,7 +36,7 @@ struct WorkClockTests {
         let monitor = Monitor(false)
         let ended = Signal()
         Thread {
-            Thread.current.name = "clock-worker"
+            Thread.nameCurrent("clock-worker")
             _ = clock.wait(on: monitor, until: clock.now + .seconds(3_600)) { $0 }
             ended.fire()
         }.start()
@@ -63,7 +63,7 @@ struct WorkClockTests {
         let result = Locked<Bool?>(nil)
         let ended = Signal()
         Thread {
-            Thread.current.name = "clock-change"
+            Thread.nameCurrent("clock-change")
             result.withLock { $0 = clock.wait(on: monitor, until: clock.now + .seconds(3_600)) { $0 == 7 } }
             ended.fire()
         }.start()

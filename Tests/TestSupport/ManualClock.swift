@@ -137,6 +137,11 @@ public final class ManualClock: WorkClock {
         return ready
     }
 
+    /// The waits begun so far by each named thread, for a failure's message.
+    public var waitsBegunByThread: [String: Int] {
+        state.withLock { $0.threads.mapValues(\.begun) }
+    }
+
     /// How long the last wait of the thread named `thread` was when it
     /// began (its deadline less the clock's time then); nil if it has not
     /// waited.

@@ -30,7 +30,7 @@ struct RetentionTests {
         }
         defer { service.stop() }
         // The first round, then the wait for the next on the clock.
-        let purged = try #require(clock.waitUntilWaiting(thread: "wallet-upkeep", seconds: 30))
+        let purged = try #require(clock.waitUntilWaiting(thread: "wallet-upkeep", seconds: 30), "\(clock.waitsBegunByThread)")
         #expect(try service.count("SELECT count(*) FROM wallet.idempotency_keys") == 1)
         #expect(try service.count("SELECT count(*) FROM wallet.idempotency_keys WHERE key = 'fresh'") == 1)
         // The ledger keeps its entries; the purged key may now be used again.
