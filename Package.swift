@@ -28,8 +28,14 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]
         ),
 
-        // JSON-lines logging, shared by every layer below the service.
-        .target(name: "Logging"),
+        // The one JSON stack: the strict parser, the lossless `JSONValue`
+        // and the one writer. Everything the service writes as JSON (API
+        // bodies, requests to the stores, log lines) goes through it; it
+        // depends on nothing, so every layer may use it.
+        .target(name: "JSON"),
+        // JSON-lines logging, written by the JSON writer, shared by every
+        // layer below the service.
+        .target(name: "Logging", dependencies: ["JSON"]),
         // Locks and waiting on pthreads, which the thread sanitizer sees
         // (the standard library's Mutex it does not), the one bounded cache
         // built on them, and the clock that schedules and pauses wait on,
@@ -38,7 +44,7 @@ let package = Package(
 
         // Adapters.
         .target(name: "Postgres", dependencies: ["CLibPQ", "Locking", "Logging"]),
-        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Locking", "Logging"]),
+        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "JSON", "Locking", "Logging"]),
         .target(name: "Crypto", dependencies: ["COpenSSL"]),
         // Calls to the stores' server APIs (Apple's, Google's): one bounded
         // HTTP exchange, and the retry rule they share.
@@ -48,24 +54,24 @@ let package = Package(
         .target(name: "WalletCore"),
         .target(
             name: "AppStore",
-            dependencies: ["Crypto", "Locking", "StoreHTTP", "WalletCore"],
+            dependencies: ["Crypto", "JSON", "Locking", "StoreHTTP", "WalletCore"],
             exclude: ["Embedded"],
             plugins: ["EmbedFiles"]
         ),
         // Google Play: the Android Publisher API with a service account,
         // the purchase policy, and Pub/Sub push authentication.
-        .target(name: "GooglePlay", dependencies: ["Crypto", "Locking", "StoreHTTP", "WalletCore"]),
+        .target(name: "GooglePlay", dependencies: ["Crypto", "JSON", "Locking", "StoreHTTP", "WalletCore"]),
         // The ledger database: the only code that talks to it. Embeds the
         // migrations and function files.
         .target(
             name: "WalletStore",
-            dependencies: ["Postgres", "Crypto", "WalletCore", "Locking", "Logging"],
+            dependencies: ["Postgres", "Crypto", "JSON", "WalletCore", "Locking", "Logging"],
             plugins: ["EmbedFiles"]
         ),
         .target(
             name: "WalletService",
-            dependencies: ["WalletStore", "HTTPServer", "Crypto", "AppStore", "GooglePlay", "StoreHTTP", "WalletCore", "Locking",
-                           "Logging"],
+            dependencies: ["WalletStore", "HTTPServer", "Crypto", "AppStore", "GooglePlay", "StoreHTTP", "WalletCore", "JSON",
+                           "Locking", "Logging"],
             exclude: ["Embedded"],
             plugins: ["EmbedFiles"]
         ),
@@ -92,7 +98,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: ["Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore", "GooglePlay", "WalletStore",
-                           "Locking", "Logging"],
+                           "JSON", "Locking", "Logging"],
             path: "Tests/TestSupport"
         ),
         // The service in-process, on a real socket and a real database.
@@ -101,8 +107,9 @@ let package = Package(
             dependencies: ["TestSupport", "WalletService", "WalletStore", "WalletCore", "Postgres", "HTTPServer"],
             path: "Tests/ServiceTestSupport"
         ),
+        .testTarget(name: "JSONTests", dependencies: ["JSON"]),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "Locking", "TestSupport"]),
-        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Locking", "TestSupport"]),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "JSON", "Locking", "Logging", "TestSupport"]),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto", "CryptoTestSupport"]),
         .testTarget(
             name: "AppStoreTests", dependencies: ["AppStore", "Crypto", "CryptoTestSupport", "TestSupport"], exclude: ["Vectors"]
@@ -114,8 +121,10 @@ let package = Package(
             name: "WalletServiceTests",
             dependencies: [
                 "WalletService", "WalletStore", "Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore",
-                "WalletCore", "Locking", "StoreHTTP", "GooglePlay", "TestSupport", "ServiceTestSupport",
-            ]
+                "WalletCore", "JSON", "Locking", "StoreHTTP", "GooglePlay", "TestSupport", "ServiceTestSupport",
+            ],
+            // The previous release's function files, read by the upgrade test.
+            exclude: ["PreviousRelease"]
         ),
     ],
     swiftLanguageModes: [.v6]

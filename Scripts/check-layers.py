@@ -4,12 +4,13 @@
 Run: swift package dump-package | /usr/bin/python3 Scripts/check-layers.py
 
 Levels, lowest first (a target may depend only on targets of a lower level):
-  0  the C shims, Logging and Locking (neither of the two uses the other)
-  1  WalletCore, Postgres, HTTPServer, Crypto, StoreHTTP (calls to the stores' APIs)
-  2  store adapters: AppStore, GooglePlay
-  3  WalletStore
-  4  WalletService
-  5  wallet (the command line)
+  0  the C shims, and JSON (the strict parser, JSONValue and the one writer)
+  1  Logging (which writes its lines with JSON) and Locking; neither uses the other
+  2  WalletCore, Postgres, HTTPServer, Crypto, StoreHTTP (calls to the stores' APIs)
+  3  store adapters: AppStore, GooglePlay
+  4  WalletStore
+  5  WalletService
+  6  wallet (the command line)
 Test targets, test-support targets under Tests/ and the build-time embedding
 tool are outside the rule. A product target missing from the table fails the
 check, so a new one is placed on purpose. Only the adapter targets (Postgres,
@@ -21,12 +22,13 @@ import re
 import sys
 
 LEVELS = {
-    "CLibPQ": 0, "CMicroHTTPD": 0, "COpenSSL": 0, "Logging": 0, "Locking": 0,
-    "WalletCore": 1, "Postgres": 1, "HTTPServer": 1, "Crypto": 1, "StoreHTTP": 1,
-    "AppStore": 2, "GooglePlay": 2,
-    "WalletStore": 3,
-    "WalletService": 4,
-    "wallet": 5,
+    "CLibPQ": 0, "CMicroHTTPD": 0, "COpenSSL": 0, "JSON": 0,
+    "Logging": 1, "Locking": 1,
+    "WalletCore": 2, "Postgres": 2, "HTTPServer": 2, "Crypto": 2, "StoreHTTP": 2,
+    "AppStore": 3, "GooglePlay": 3,
+    "WalletStore": 4,
+    "WalletService": 5,
+    "wallet": 6,
 }
 OUTSIDE = {"EmbedFilesTool", "EmbedFiles"}
 C_SHIMS = {"CLibPQ", "CMicroHTTPD", "COpenSSL"}

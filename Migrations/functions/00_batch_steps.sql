@@ -1,12 +1,13 @@
--- The steps wallet.credit_many and wallet.debit_many share, re-applied by
--- the migrator whenever this file changes. Written once here so both lock,
--- write back and append the same way.
+-- The step wallet.credit_many and wallet.debit_many share before they
+-- decide, re-applied by the migrator whenever this file changes: locking
+-- the batch's wallets. What they decide, they post through
+-- wallet.post_entries (11_post_entries.sql).
 --
 -- Lock order, everywhere: flowNO locks (wallet.lock_flow_nos) first, then
 -- purchase-token locks (wallet.lock_purchase_tokens), then wallet rows in
--- (user_id, currency) order, then credit rows.
+-- (user_id, currency) order (here), then credit or hold rows.
 --
--- They are PL/pgSQL rather than SQL functions on purpose: PostgreSQL 15
+-- It is PL/pgSQL rather than a SQL function on purpose: PostgreSQL 15
 -- plans the statements of a SQL function on every call, and caches those of
 -- a PL/pgSQL function per connection.
 
@@ -42,7 +43,8 @@ BEGIN
             FROM unnest(p_keys) WITH ORDINALITY k
             LEFT JOIN numbered n ON n.user_id = k.user_id AND n.currency = k.currency)
     INTO wallets, op_wallet;
-    -- Holds past their time stop counting now, under the wallet's lock.
+    -- Holds past their time stop counting now, under the wallet's lock (hold
+    -- rows come after wallet rows in the lock order).
     IF EXISTS (SELECT 1 FROM unnest(wallets) w WHERE w.held > 0) THEN
         SELECT coalesce(array_agg(ROW(w.user_id, w.currency, w.balance, FALSE,
                                       CASE WHEN w.held > 0 THEN wallet.expire_due_holds(w.user_id, w.currency)
@@ -50,29 +52,5 @@ BEGIN
         INTO wallets
         FROM unnest(wallets) WITH ORDINALITY w;
     END IF;
-END;
-$$;
-
--- Writes what a batch decided: checks that it took every flowNO or key it
--- meant to (`p_taken` rows written of `p_expected`; fewer means another
--- transaction committed one first, and the whole batch is undone with
--- WL008), writes back the balances it changed and appends its ledger
--- entries in id order (ids were drawn while each entry's wallet was
--- locked, so they follow the wallet's order).
-CREATE OR REPLACE FUNCTION wallet.finish_batch(p_function TEXT, p_taken INTEGER, p_expected INTEGER,
-                                               p_wallets wallet.batch_wallet[], p_entries wallet.entries[])
-RETURNS VOID
-LANGUAGE plpgsql AS $$
-BEGIN
-    IF p_taken <> p_expected THEN
-        RAISE EXCEPTION '%: a flowNO or key of this batch was taken concurrently', p_function USING ERRCODE = 'WL008';
-    END IF;
-    UPDATE wallet.wallets w SET balance = b.balance, updated_at = now()
-    FROM unnest(p_wallets) b
-    WHERE b.changed AND w.user_id = b.user_id AND w.currency = b.currency;
-    INSERT INTO wallet.entries (id, user_id, currency, amount, balance_after, kind, reference, client, metadata)
-    SELECT e.id, e.user_id, e.currency, e.amount, e.balance_after, e.kind, e.reference, e.client, e.metadata
-    FROM unnest(p_entries) e
-    ORDER BY e.id;
 END;
 $$;

@@ -3,7 +3,8 @@
 --
 -- Lock order, everywhere: flowNO locks (here, in key order) first, then
 -- Google Play purchase-token locks (here, in key order), then wallet rows in
--- (user_id, currency) order, then credit rows.
+-- (user_id, currency) order, then credit or hold rows. Coins are posted
+-- last (wallet.post_entries), under the wallet locks its caller holds.
 --
 -- Who takes flowNO locks: wallet.credit_many, for its whole batch, before it
 -- reads or locks anything; wallet.apply_appstore_notification, for the
@@ -22,6 +23,15 @@
 -- credit and a void of one purchase meet on the token: either the credit
 -- commits first and the void then refunds it, or the void commits first and
 -- the credit is refused as revoked.
+--
+-- Who takes wallet rows: a batch's, in key order, wallet.lock_batch_wallets
+-- (credit_many, debit_many); one wallet, wallet.lock_credit (refunds and
+-- reversals, then the credit row), wallet.adjust_balance (grants and
+-- revokes), wallet.lock_hold_wallet (placing a hold) and wallet.lock_hold
+-- (a capture or release, then the hold row); wallet.expire_holds, the
+-- sweeper, one wallet after another in key order, then its holds. A
+-- group-commit batch runs credit_many, debit_many and hold_many in turn,
+-- each locking its own wallets, which no other writer routes to.
 
 -- Takes a transaction-scoped advisory lock per distinct key, in key
 -- order, so two transactions that share keys cannot deadlock on them. The

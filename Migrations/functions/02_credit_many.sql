@@ -1,5 +1,6 @@
 -- wallet.credit_many, re-applied by the migrator whenever this file
--- changes (first defined in 0002_credits_and_debits.sql; typed in 0007).
+-- changes (first defined in 0002_credits_and_debits.sql; typed in 0007; one
+-- composite per operation, posted through wallet.post_entries, since 0017).
 --
 -- Lock order, everywhere: flowNO locks (wallet.lock_flow_nos, in key order)
 -- first, then Google Play purchase-token locks (wallet.lock_purchase_tokens,
@@ -7,21 +8,19 @@
 -- rows.
 
 -- Credits a product bundle per flowNO, exactly once, one result per
--- request, in order. The outcome of a request is what it would be applied
--- alone, one after another in batch order, duplicates included.
+-- operation, in order. The outcome of an operation is what it would be
+-- applied alone, one after another in batch order, duplicates included.
 --
 -- Outcomes: credited, replayed, flow_no_conflict (the flowNO is credited
--- to another user, product or quantity, or the request's Google purchase
+-- to another user, product or quantity, or the operation's Google purchase
 -- token is credited under another flowNO), unknown_product,
 -- amount_mismatch (the caller claimed an amount other than catalog ×
 -- quantity), revoked (Apple's decisive word on this never-credited flowNO
 -- is a REFUND, see wallet.appstore_refund_states; or Google voided this
 -- never-credited purchase token, see wallet.googleplay_voids).
 --
--- p_purchase_tokens holds, per request, its Google Play purchase token (NULL
--- for other stores; the array itself may be NULL). A Google Play credit also
--- queues its consume call in wallet.outbox, in the same transaction: once
--- credited, the purchase is consumed.
+-- A Google Play credit also queues its consume call in wallet.outbox, in the
+-- same transaction: once credited, the purchase is consumed.
 --
 -- The batch's flowNOs are locked first (wallet.lock_flow_nos), then its
 -- Google Play purchase tokens (wallet.lock_purchase_tokens), before
@@ -30,7 +29,8 @@
 -- credit commits first and the refund then refunds it, or the refund
 -- commits first and the credit is refused as revoked. A Google void locks
 -- the token, not a flowNO: the orderId a push names need not be the one the
--- purchase is credited under.
+-- purchase is credited under. Then the wallets are locked, in key order
+-- (wallet.lock_batch_wallets), and the credits are posted to them.
 -- The flowNO is looked up before the catalog, so a retry still replays after
 -- its product was repriced or deactivated. A replay answers with the credit
 -- and the balance as they are now.
@@ -40,166 +40,275 @@
 -- sequentially, and array parameters had statements planned again on
 -- calls (one-credit calls ran at 1,066/s with re-planning and 2,070/s
 -- without; 16-credit calls the same either way).
-CREATE OR REPLACE FUNCTION wallet.credit_many(p_requests wallet.credit_request[], p_purchase_tokens TEXT[])
+CREATE OR REPLACE FUNCTION wallet.credit_many(p_operations wallet.credit_operation[])
 RETURNS SETOF wallet.credit_result
 LANGUAGE plpgsql
 SET enable_seqscan = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
-    v_count     INTEGER := coalesce(cardinality(p_requests), 0);
-    -- Per request, read in one query: the credit already committed for its
-    -- flowNO, its product, whether Apple revoked the flowNO, and the first
-    -- request of the batch with the same flowNO.
-    op_credit   wallet.credits[];
-    op_product  wallet.products[];
-    op_revoked  BOOLEAN[];
-    op_first    INTEGER[];
-    -- Per request: whether its purchase token is credited under another flowNO.
-    op_token_elsewhere BOOLEAN[];
-    -- Per request: the wallet it touches (NULL for none), and that wallet's
-    -- number among the locked ones.
-    op_key      wallet.wallet_key[] := array_fill(NULL::wallet.wallet_key, ARRAY[v_count]);
-    op_wallet   INTEGER[];
-    v_wallets   wallet.batch_wallet[];
-    v_results   wallet.credit_result[] := array_fill(NULL::wallet.credit_result, ARRAY[v_count]);
-    -- What the batch writes: credits, and their ledger entries.
-    v_credits   wallet.credits[] := '{}';
-    v_entries   wallet.entries[] := '{}';
-    -- By first request of a flowNO: the request that credited it here.
-    g_credited  INTEGER[] := array_fill(NULL::INTEGER, ARRAY[v_count]);
-    r           wallet.credit_request;
-    v_first     wallet.credit_request;
-    v_token     TEXT;
-    v_credit    wallet.credits;
-    v_product   wallet.products;
-    v_wallet    wallet.batch_wallet;
-    v_result    wallet.credit_result;
-    v_amount    BIGINT;
-    v_earlier   INTEGER;
-    v_entry_id  BIGINT;
-    v_written   INTEGER;
+    v_count    INTEGER := coalesce(cardinality(p_operations), 0);
+    v_states   wallet.credit_state[];
+    v_wallets  wallet.batch_wallet[];
+    op_wallet  INTEGER[];
+    -- The answers, one per operation; the credits the batch makes and
+    -- their postings, one for one; and per operation, the posting of the
+    -- credit it made or replays from earlier in the batch.
+    v_results  wallet.credit_result[] := array_fill(NULL::wallet.credit_result, ARRAY[v_count]);
+    v_credits  wallet.credits[] := '{}';
+    v_postings wallet.posting[] := '{}';
+    op_posting INTEGER[] := array_fill(NULL::INTEGER, ARRAY[v_count]);
+    -- By first operation of a flowNO: the operation that credited it here.
+    g_credited INTEGER[] := array_fill(NULL::INTEGER, ARRAY[v_count]);
+    v_earlier  INTEGER;
+    o          wallet.credit_operation;
+    s          wallet.credit_state;
+    v_wallet   wallet.batch_wallet;
+    v_credit   wallet.credits;
+    v_entries  wallet.entries[];
 BEGIN
     IF v_count = 0 THEN
         RETURN;
     END IF;
-    PERFORM wallet.lock_flow_nos(ARRAY(SELECT q.flow_no FROM unnest(p_requests) q));
-    PERFORM wallet.lock_purchase_tokens(p_purchase_tokens);
+    PERFORM wallet.lock_flow_nos(ARRAY(SELECT q.flow_no FROM unnest(p_operations) q));
+    PERFORM wallet.lock_purchase_tokens(ARRAY(SELECT q.purchase_token FROM unnest(p_operations) q));
+    v_states := wallet.credit_states(p_operations);
+    SELECT l.wallets, l.op_wallet INTO v_wallets, op_wallet
+    FROM wallet.lock_batch_wallets(ARRAY(SELECT x.wallet FROM unnest(v_states) WITH ORDINALITY x ORDER BY x.ordinality),
+                                   TRUE) l;
 
-    SELECT array_agg(c ORDER BY u.ord), array_agg(p ORDER BY u.ord),
-           array_agg(s.flow_no IS NOT NULL OR v.voided ORDER BY u.ord),
-           array_agg(u.first ORDER BY u.ord), array_agg(t.flow_no IS NOT NULL ORDER BY u.ord)
-    INTO op_credit, op_product, op_revoked, op_first, op_token_elsewhere
-    FROM (SELECT q.flow_no, q.product_id, p_purchase_tokens[q.ordinality] AS purchase_token, q.ordinality AS ord,
-                 min(q.ordinality) OVER (PARTITION BY q.flow_no)::INTEGER AS first
-          FROM unnest(p_requests) WITH ORDINALITY q) u
-    LEFT JOIN wallet.credits c ON c.flow_no = u.flow_no
-    LEFT JOIN wallet.products p ON p.product_id = u.product_id AND p.active
-    LEFT JOIN wallet.appstore_refund_states s ON s.flow_no = u.flow_no AND s.notification_type = 'REFUND'
-    LEFT JOIN wallet.credits t ON t.purchase_token = u.purchase_token AND t.flow_no <> u.flow_no
-    LEFT JOIN LATERAL (SELECT TRUE AS voided FROM wallet.googleplay_voids g
-                       WHERE g.purchase_token = u.purchase_token LIMIT 1) v ON TRUE;
-
-    -- First pass: settle what does not depend on order, and name each
-    -- request's wallet.
+    -- In order: what one operation at a time would do.
     FOR i IN 1 .. v_count LOOP
-        r := p_requests[i];
-        v_credit := op_credit[i];
-        v_product := op_product[i];
-        IF v_credit.flow_no IS NOT NULL THEN
-            IF v_credit.user_id = r.user_id THEN
-                op_key[i] := ROW(r.user_id, v_credit.currency);
-            END IF;
-        ELSIF op_token_elsewhere[i] THEN
-            v_results[i] := ROW('flow_no_conflict', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
-        ELSIF op_revoked[i] THEN
-            v_results[i] := ROW('revoked', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
-        ELSIF v_product.product_id IS NULL THEN
-            v_results[i] := ROW('unknown_product', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
-        ELSIF r.claimed_amount IS NOT NULL AND r.claimed_amount <> v_product.amount * r.quantity THEN
-            v_results[i] := ROW('amount_mismatch', NULL, NULL, NULL, NULL, NULL, NULL, v_product.amount * r.quantity, NULL);
+        o := p_operations[i];
+        s := v_states[i];
+        v_wallet := v_wallets[op_wallet[i]];
+        v_earlier := g_credited[s.first];
+        -- The credit this flowNO already has: committed, or made earlier in the batch.
+        v_credit := CASE WHEN (s.credit).flow_no IS NOT NULL THEN s.credit
+                         ELSE v_credits[op_posting[v_earlier]] END;
+        IF s.refusal IS NOT NULL THEN
+            v_results[i] := wallet.credit_refused(s.refusal, (s.product).amount * o.quantity);
+        ELSIF v_credit.flow_no IS NOT NULL THEN
+            v_results[i] := CASE WHEN wallet.same_credit(v_credit, o) THEN wallet.credit_answer('replayed', v_credit, v_wallet)
+                                 ELSE wallet.credit_refused('flow_no_conflict') END;
+            -- A replay of a credit made in this batch names its entry too.
+            op_posting[i] := CASE WHEN (v_results[i]).outcome = 'replayed' THEN op_posting[v_earlier] END;
         ELSE
-            op_key[i] := ROW(r.user_id, v_product.currency);
-        END IF;
-    END LOOP;
-
-    SELECT l.wallets, l.op_wallet INTO v_wallets, op_wallet FROM wallet.lock_batch_wallets(op_key, TRUE) l;
-
-    -- Second pass, in order: what one request at a time would do.
-    FOR i IN 1 .. v_count LOOP
-        CONTINUE WHEN (v_results[i]).outcome IS NOT NULL;
-        r := p_requests[i];
-        v_token := p_purchase_tokens[i];
-        v_credit := op_credit[i];
-        v_earlier := g_credited[op_first[i]];
-        IF v_credit.flow_no IS NOT NULL THEN
-            IF v_credit.user_id = r.user_id AND v_credit.product_id = r.product_id AND v_credit.quantity = r.quantity
-               AND v_credit.purchase_token IS NOT DISTINCT FROM v_token THEN
-                v_results[i] := ROW('replayed', v_credit.currency, v_credit.amount, v_credit.status, v_credit.entry_id,
-                                    v_credit.created_at, (v_wallets[op_wallet[i]]).balance, NULL,
-                                    (v_wallets[op_wallet[i]]).held);
-            ELSE
-                v_results[i] := ROW('flow_no_conflict', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
-            END IF;
-        ELSIF v_earlier IS NOT NULL THEN
-            -- A flowNO credited earlier in this batch.
-            v_first := p_requests[v_earlier];
-            IF v_first.user_id = r.user_id AND v_first.product_id = r.product_id AND v_first.quantity = r.quantity
-               AND p_purchase_tokens[v_earlier] IS NOT DISTINCT FROM v_token THEN
-                v_result := v_results[v_earlier];
-                v_result.outcome := 'replayed';
-                v_result.balance := (v_wallets[op_wallet[v_earlier]]).balance;
-                v_result.held := (v_wallets[op_wallet[v_earlier]]).held;
-                v_results[i] := v_result;
-            ELSE
-                v_results[i] := ROW('flow_no_conflict', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
-            END IF;
-        ELSE
-            g_credited[op_first[i]] := i;
-            v_product := op_product[i];
-            v_amount := v_product.amount * r.quantity;
-            v_wallet := v_wallets[op_wallet[i]];
-            v_wallet.balance := v_wallet.balance + v_amount;
-            v_wallet.changed := TRUE;
+            g_credited[s.first] := i;
+            v_credit := wallet.new_credit(o, s.product);
+            v_wallet.balance := v_wallet.balance + v_credit.amount;
             v_wallets[op_wallet[i]] := v_wallet;
-            -- Drawn while the wallet is locked, so ids follow the wallet's order.
-            v_entry_id := nextval('wallet.entries_id_seq');
-            v_results[i] := ROW('credited', v_product.currency, v_amount, 'credited', v_entry_id, now(),
-                                v_wallet.balance, NULL, v_wallet.held);
-            -- Columns in the tables' order.
-            v_credits[cardinality(v_credits) + 1] := ROW(
-                r.flow_no, r.user_id, r.product_id, r.quantity, v_product.currency, v_amount, 'credited', r.source,
-                r.environment, r.client, v_entry_id, NULL, NULL, now(), now(), v_token)::wallet.credits;
-            v_entries[cardinality(v_entries) + 1] := ROW(
-                v_entry_id, r.user_id, v_product.currency, v_amount, v_wallet.balance, 'credit', r.flow_no, r.client,
-                now(), NULL)::wallet.entries;
+            v_results[i] := wallet.credit_answer('credited', v_credit, v_wallet);
+            v_credits[cardinality(v_credits) + 1] := v_credit;
+            v_postings[cardinality(v_postings) + 1] := wallet.new_posting(
+                p_kind => 'credit', p_user_id => o.user_id, p_currency => v_credit.currency,
+                p_amount => v_credit.amount, p_reference => o.flow_no, p_client => o.client);
+            op_posting[i] := cardinality(v_postings);
         END IF;
     END LOOP;
 
-    IF cardinality(v_credits) > 0 THEN
-        -- The flowNO locks keep other credits of these flowNOs out; the
-        -- unique flowNO still stops a writer that bypasses them.
-        INSERT INTO wallet.credits (flow_no, user_id, product_id, quantity, currency, amount,
-                                    source, environment, client, entry_id, purchase_token)
-        SELECT c.flow_no, c.user_id, c.product_id, c.quantity, c.currency, c.amount, c.source, c.environment,
-               c.client, c.entry_id, c.purchase_token
-        FROM unnest(v_credits) c
-        ON CONFLICT (flow_no) DO NOTHING;
-        GET DIAGNOSTICS v_written = ROW_COUNT;
-        PERFORM wallet.finish_batch('credit_many', v_written, cardinality(v_credits), v_wallets, v_entries);
-        INSERT INTO wallet.outbox (kind, key, flow_no, environment, window_ends_at)
-        SELECT 'googleplay_consume', c.purchase_token, c.flow_no, c.environment, now() + INTERVAL '3 days'
-        FROM unnest(v_credits) c
-        WHERE c.purchase_token IS NOT NULL
-        ON CONFLICT (kind, key) DO NOTHING;
+    IF cardinality(v_postings) > 0 THEN
+        v_entries := wallet.post_entries(v_postings);
+        v_results := wallet.credit_results_posted(v_results, op_posting, v_entries);
+        PERFORM wallet.insert_credits(v_credits, v_entries);
     END IF;
-
     RETURN QUERY SELECT * FROM unnest(v_results);
 END;
 $$;
 
--- The previous release's call, without purchase tokens: instances not yet
--- upgraded keep crediting while the new ones start.
+-- What wallet.credit_many reads about each operation, in one query, once
+-- the batch's flowNOs and tokens are locked: the credit committed under its
+-- flowNO, its product (when active), the first operation of the batch with
+-- its flowNO, the wallet it touches, and the refusal that does not depend on
+-- batch order. A credited flowNO is decided by its credit alone; otherwise
+-- the refusals come in this order: a purchase token credited under another
+-- flowNO (flow_no_conflict), a purchase revoked before it was credited
+-- (revoked), an unknown or inactive product (unknown_product), a claimed
+-- amount that is not catalog × quantity (amount_mismatch).
+CREATE OR REPLACE FUNCTION wallet.credit_states(p_operations wallet.credit_operation[])
+RETURNS wallet.credit_state[]
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_states wallet.credit_state[];
+BEGIN
+    SELECT array_agg(ROW(u.credit, u.product, u.refusal,
+                         CASE WHEN (u.credit).flow_no IS NOT NULL THEN
+                                  CASE WHEN (u.credit).user_id = u.user_id THEN
+                                      ROW(u.user_id, (u.credit).currency)::wallet.wallet_key END
+                              WHEN u.refusal IS NULL THEN ROW(u.user_id, (u.product).currency)::wallet.wallet_key
+                         END,
+                         u.first)::wallet.credit_state ORDER BY u.ord)
+    INTO v_states
+    FROM (SELECT q.ordinality AS ord, q.user_id, c AS credit, p AS product,
+                 min(q.ordinality) OVER (PARTITION BY q.flow_no)::INTEGER AS first,
+                 CASE WHEN c.flow_no IS NOT NULL THEN NULL
+                      WHEN t.flow_no IS NOT NULL THEN 'flow_no_conflict'
+                      WHEN s.flow_no IS NOT NULL OR v.voided THEN 'revoked'
+                      WHEN p.product_id IS NULL THEN 'unknown_product'
+                      WHEN q.claimed_amount <> p.amount * q.quantity THEN 'amount_mismatch'
+                 END AS refusal
+          FROM unnest(p_operations) WITH ORDINALITY q
+          LEFT JOIN wallet.credits c ON c.flow_no = q.flow_no
+          LEFT JOIN wallet.products p ON p.product_id = q.product_id AND p.active
+          LEFT JOIN wallet.appstore_refund_states s ON s.flow_no = q.flow_no AND s.notification_type = 'REFUND'
+          LEFT JOIN wallet.credits t ON t.purchase_token = q.purchase_token AND t.flow_no <> q.flow_no
+          LEFT JOIN LATERAL (SELECT TRUE AS voided FROM wallet.googleplay_voids g
+                             WHERE g.purchase_token = q.purchase_token LIMIT 1) v ON TRUE) u;
+    RETURN v_states;
+END;
+$$;
+
+-- Whether an operation asks for exactly the credit `p_credit` is: the same
+-- user, product, quantity and purchase token.
+CREATE OR REPLACE FUNCTION wallet.same_credit(p_credit wallet.credits, p_operation wallet.credit_operation)
+RETURNS BOOLEAN
+LANGUAGE sql IMMUTABLE
+RETURN p_credit.user_id = p_operation.user_id AND p_credit.product_id = p_operation.product_id
+       AND p_credit.quantity = p_operation.quantity
+       AND p_credit.purchase_token IS NOT DISTINCT FROM p_operation.purchase_token;
+
+-- The credit an operation makes, before its entry is posted: catalog amount
+-- × quantity, fixed now.
+CREATE OR REPLACE FUNCTION wallet.new_credit(p_operation wallet.credit_operation, p_product wallet.products)
+RETURNS wallet.credits
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_credit wallet.credits;
+BEGIN
+    v_credit.flow_no := p_operation.flow_no;
+    v_credit.user_id := p_operation.user_id;
+    v_credit.product_id := p_operation.product_id;
+    v_credit.quantity := p_operation.quantity;
+    v_credit.currency := p_product.currency;
+    v_credit.amount := p_product.amount * p_operation.quantity;
+    v_credit.status := 'credited';
+    v_credit.source := p_operation.source;
+    v_credit.environment := p_operation.environment;
+    v_credit.client := p_operation.client;
+    v_credit.purchase_token := p_operation.purchase_token;
+    v_credit.created_at := now();
+    v_credit.updated_at := now();
+    RETURN v_credit;
+END;
+$$;
+
+-- The answer for a credit that stands (credited now, or replayed): the
+-- credit, and its wallet's balance and active holds at that point of the
+-- batch.
+CREATE OR REPLACE FUNCTION wallet.credit_answer(p_outcome TEXT, p_credit wallet.credits, p_wallet wallet.batch_wallet)
+RETURNS wallet.credit_result
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v_result wallet.credit_result;
+BEGIN
+    v_result.outcome := p_outcome;
+    v_result.currency := p_credit.currency;
+    v_result.amount := p_credit.amount;
+    v_result.status := p_credit.status;
+    v_result.entry_id := p_credit.entry_id;
+    v_result.created_at := p_credit.created_at;
+    v_result.balance := p_wallet.balance;
+    v_result.held := p_wallet.held;
+    RETURN v_result;
+END;
+$$;
+
+-- The answer for a refused credit: its outcome, and for amount_mismatch
+-- the amount expected.
+CREATE OR REPLACE FUNCTION wallet.credit_refused(p_outcome TEXT, p_expected_amount BIGINT DEFAULT NULL)
+RETURNS wallet.credit_result
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v_result wallet.credit_result;
+BEGIN
+    v_result.outcome := p_outcome;
+    IF p_outcome = 'amount_mismatch' THEN
+        v_result.expected_amount := p_expected_amount;
+    END IF;
+    RETURN v_result;
+END;
+$$;
+
+-- The answers of a posted batch, each credit's (and each replay of it)
+-- naming the entry its posting wrote: `p_op_posting` gives, per answer, its
+-- posting's place in `p_entries`.
+CREATE OR REPLACE FUNCTION wallet.credit_results_posted(
+    p_results wallet.credit_result[], p_op_posting INTEGER[], p_entries wallet.entries[])
+RETURNS wallet.credit_result[]
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v_result wallet.credit_result;
+BEGIN
+    FOR i IN 1 .. coalesce(cardinality(p_results), 0) LOOP
+        CONTINUE WHEN p_op_posting[i] IS NULL;
+        v_result := p_results[i];
+        v_result.entry_id := (p_entries[p_op_posting[i]]).id;
+        p_results[i] := v_result;
+    END LOOP;
+    RETURN p_results;
+END;
+$$;
+
+-- Writes the credits a batch made, the n-th naming the n-th entry posted,
+-- and queues the consume of each Google Play purchase among them in the same
+-- transaction: once credited, a purchase is consumed. The flowNO locks keep
+-- other credits of these flowNOs out; the unique flowNO still stops a
+-- writer that bypasses them (WL008: the whole batch is undone).
+CREATE OR REPLACE FUNCTION wallet.insert_credits(p_credits wallet.credits[], p_entries wallet.entries[])
+RETURNS VOID
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_written INTEGER;
+BEGIN
+    INSERT INTO wallet.credits (flow_no, user_id, product_id, quantity, currency, amount,
+                                source, environment, client, entry_id, purchase_token)
+    SELECT c.flow_no, c.user_id, c.product_id, c.quantity, c.currency, c.amount, c.source, c.environment,
+           c.client, (p_entries[c.ordinality]).id, c.purchase_token
+    FROM unnest(p_credits) WITH ORDINALITY c
+    ON CONFLICT (flow_no) DO NOTHING;
+    GET DIAGNOSTICS v_written = ROW_COUNT;
+    IF v_written <> cardinality(p_credits) THEN
+        RAISE EXCEPTION 'credit_many: a flowNO of this batch was credited concurrently' USING ERRCODE = 'WL008';
+    END IF;
+    INSERT INTO wallet.outbox (kind, key, flow_no, environment, window_ends_at)
+    SELECT 'googleplay_consume', c.purchase_token, c.flow_no, c.environment, now() + INTERVAL '3 days'
+    FROM unnest(p_credits) c
+    WHERE c.purchase_token IS NOT NULL
+    ON CONFLICT (kind, key) DO NOTHING;
+END;
+$$;
+
+-- A credit_request of the previous release, with its purchase token.
+CREATE OR REPLACE FUNCTION wallet.credit_operation_of(p_request wallet.credit_request, p_purchase_token TEXT)
+RETURNS wallet.credit_operation
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v_operation wallet.credit_operation;
+BEGIN
+    v_operation.client := p_request.client;
+    v_operation.flow_no := p_request.flow_no;
+    v_operation.user_id := p_request.user_id;
+    v_operation.product_id := p_request.product_id;
+    v_operation.quantity := p_request.quantity;
+    v_operation.claimed_amount := p_request.claimed_amount;
+    v_operation.source := p_request.source;
+    v_operation.environment := p_request.environment;
+    v_operation.purchase_token := p_purchase_token;
+    RETURN v_operation;
+END;
+$$;
+
+-- The previous release's calls, with wallet.credit_request and, beside it,
+-- an array of purchase tokens (or none): its instances keep crediting while
+-- the new ones start. A later migration drops them.
+CREATE OR REPLACE FUNCTION wallet.credit_many(p_requests wallet.credit_request[], p_purchase_tokens TEXT[])
+RETURNS SETOF wallet.credit_result
+LANGUAGE sql AS $$
+    SELECT * FROM wallet.credit_many(ARRAY(
+        SELECT wallet.credit_operation_of(p_requests[i], p_purchase_tokens[i])
+        FROM generate_subscripts(p_requests, 1) i ORDER BY i));
+$$;
+
 CREATE OR REPLACE FUNCTION wallet.credit_many(p_requests wallet.credit_request[])
 RETURNS SETOF wallet.credit_result
 LANGUAGE sql AS $$

@@ -1,12 +1,22 @@
 -- Holds, re-applied by the migrator whenever this file changes (the table
--- is in 0009_holds.sql).
+-- is in 0009_holds.sql; typed answers and one request composite per
+-- operation since 0017_one_posting.sql).
 --
--- Lock order, as everywhere: the idempotency key (an advisory lock, so two
--- requests with one key run one after the other), then the wallet row, then
+-- Lock order, as everywhere (01_lock_flow_nos.sql): the wallet row, then
 -- the hold row. A hold's wallet and amount never change, so they are read
--- before the wallet is locked.
+-- before the wallet is locked. A capture posts its debit through
+-- wallet.post_entries under that wallet lock.
 --
--- Outcomes of place_hold, capture_hold and release_hold:
+-- Idempotency, as for debits: an operation's answer is stored under its key
+-- (wallet.idempotency_keys, whose primary key is per API client and key),
+-- and a request whose key has an answer gets that answer again, or
+-- idempotency_key_reused when it is another request. Two transactions that
+-- run the same key at once both find it free; the second to insert it fails
+-- on the primary key (idempotency_keys_pkey) when the first commits, its
+-- whole batch is undone, and the service runs its operations again one at
+-- a time, when the key's answer is there to replay.
+--
+-- Outcomes of wallet.hold_many, per operation:
 --   held, captured, released           done
 --   insufficient_funds                 the available balance (or, for a
 --                                      capture, the balance) is too low
@@ -16,8 +26,8 @@
 --   not_found                          no such hold for this client
 --   idempotency_key_reused             the key was used for another request
 --   unknown_currency                   no product uses the currency
--- The first five are stored under the key with their answer and replayed;
--- the last three are not stored.
+-- The first five are stored under the key and replayed; the last three are
+-- not stored.
 
 -- The wallet's `held` after expiring its holds past expires_at; call with
 -- the wallet row locked.
@@ -42,7 +52,8 @@ END;
 $$;
 
 -- The sweeper: expires the due holds of up to `p_wallets` wallets, locking
--- each wallet in key order; returns how many holds it expired.
+-- each wallet in key order (then its holds); returns how many holds it
+-- expired.
 CREATE OR REPLACE FUNCTION wallet.expire_holds(p_wallets INTEGER)
 RETURNS INTEGER
 LANGUAGE plpgsql AS $$
@@ -64,114 +75,154 @@ BEGIN
 END;
 $$;
 
--- A hold as the API shows it.
-CREATE OR REPLACE FUNCTION wallet.hold_json(h wallet.holds)
-RETURNS JSONB
-LANGUAGE sql STABLE AS $$
-    SELECT jsonb_build_object(
-        'id', h.id, 'user_id', h.user_id, 'currency', h.currency, 'amount', h.amount,
-        -- A hold past its time is expired whether or not the sweeper came by.
-        'status', CASE WHEN h.status = 'held' AND h.expires_at <= now() THEN 'expired' ELSE h.status END,
-        'reason', h.reason, 'metadata', h.metadata,
-        'expires_at', wallet.rfc3339(h.expires_at), 'created_at', wallet.rfc3339(h.created_at),
-        'captured_amount', h.captured_amount, 'captured_at', wallet.rfc3339(h.captured_at),
-        'released_at', wallet.rfc3339(h.released_at),
-        'expired_at', CASE WHEN h.status = 'held' AND h.expires_at <= now() THEN wallet.rfc3339(h.expires_at)
-                           ELSE wallet.rfc3339(h.expired_at) END);
-$$;
-
--- A balance object: the balance, what active holds keep, what is available.
-CREATE OR REPLACE FUNCTION wallet.balance_json(p_user_id TEXT, p_currency TEXT, p_balance BIGINT, p_held BIGINT)
-RETURNS JSONB
-LANGUAGE sql IMMUTABLE AS $$
-    SELECT jsonb_build_object('user_id', p_user_id, 'currency', p_currency, 'balance', p_balance,
-                              'held', p_held, 'available', p_balance - p_held);
-$$;
-
--- The stored outcome of (client, key), after taking the key's lock: a
--- replay when the request is the same, `idempotency_key_reused` when not,
--- nothing when the key is new.
-CREATE OR REPLACE FUNCTION wallet.hold_key_outcome(p_client TEXT, p_key TEXT, p_request_hash BYTEA)
-RETURNS wallet.hold_result
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_stored wallet.idempotency_keys;
+-- A hold as a reader sees it now: one past its time is expired, at its
+-- expires_at, whether or not the sweeper came by.
+CREATE OR REPLACE FUNCTION wallet.hold_as_seen(p_hold wallet.holds)
+RETURNS wallet.holds
+LANGUAGE plpgsql STABLE AS $$
 BEGIN
-    PERFORM pg_advisory_xact_lock(hashtextextended('wallet.key/' || p_client || '/' || p_key, 0));
-    SELECT * INTO v_stored FROM wallet.idempotency_keys k WHERE k.client = p_client AND k.key = p_key;
-    IF NOT FOUND THEN
-        RETURN NULL;
-    ELSIF v_stored.request_hash = p_request_hash THEN
-        RETURN ROW(v_stored.outcome, TRUE, v_stored.response, v_stored.request_id)::wallet.hold_result;
+    IF p_hold.status = 'held' AND p_hold.expires_at <= now() THEN
+        p_hold.status := 'expired';
+        p_hold.expired_at := p_hold.expires_at;
     END IF;
-    RETURN ROW('idempotency_key_reused', FALSE, NULL, NULL)::wallet.hold_result;
+    RETURN p_hold;
 END;
 $$;
 
--- Keeps an outcome under its key and returns it as answered now.
-CREATE OR REPLACE FUNCTION wallet.store_hold_outcome(
-    p_client TEXT, p_key TEXT, p_request_hash BYTEA, p_request_id TEXT, p_outcome TEXT, p_response JSONB,
-    p_hold_id BIGINT, p_entry_id BIGINT, p_amount BIGINT, p_balance BIGINT, p_held BIGINT)
+-- A hold as the answer stored under a key showed it. A hold changes once,
+-- from held, so only a placement's answer differs from the hold now: it
+-- showed the hold held.
+CREATE OR REPLACE FUNCTION wallet.hold_as_answered(p_hold wallet.holds, p_outcome TEXT)
+RETURNS wallet.holds
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF p_outcome = 'held' THEN
+        p_hold.status := 'held';
+        p_hold.captured_amount := NULL;
+        p_hold.captured_at := NULL;
+        p_hold.entry_id := NULL;
+        p_hold.released_at := NULL;
+        p_hold.release_reason := NULL;
+        p_hold.expired_at := NULL;
+    END IF;
+    RETURN p_hold;
+END;
+$$;
+
+-- An answer: the outcome, the hold as it shows, and the wallet's balance
+-- and active holds. Not yet stored, not a replay.
+CREATE OR REPLACE FUNCTION wallet.hold_answer(
+    p_outcome TEXT, p_request_id TEXT, p_hold wallet.holds DEFAULT NULL, p_balance BIGINT DEFAULT NULL,
+    p_held BIGINT DEFAULT NULL)
+RETURNS wallet.hold_result
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v_result wallet.hold_result;
+BEGIN
+    v_result.outcome := p_outcome;
+    v_result.replayed := FALSE;
+    v_result.request_id := p_request_id;
+    v_result.hold := p_hold;
+    v_result.balance := p_balance;
+    v_result.held := p_held;
+    RETURN v_result;
+END;
+$$;
+
+-- The answer stored under a key, replayed to a request with the same hash;
+-- idempotency_key_reused for any other request. An answer of the previous
+-- release that kept its body (a hold, capture or release) carries it, to
+-- be sent as first sent.
+CREATE OR REPLACE FUNCTION wallet.hold_replay(p_stored wallet.idempotency_keys, p_request_hash BYTEA)
+RETURNS wallet.hold_result
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_hold   wallet.holds;
+    v_result wallet.hold_result;
+BEGIN
+    IF p_stored.request_hash <> p_request_hash THEN
+        RETURN wallet.hold_answer('idempotency_key_reused', NULL);
+    END IF;
+    IF p_stored.hold_id IS NOT NULL THEN
+        SELECT * INTO v_hold FROM wallet.holds h WHERE h.id = p_stored.hold_id;
+        v_hold := wallet.hold_as_answered(v_hold, p_stored.outcome);
+    END IF;
+    v_result := wallet.hold_answer(p_stored.outcome, p_stored.request_id, v_hold, p_stored.balance, p_stored.held);
+    v_result.replayed := TRUE;
+    v_result.stored_response := p_stored.response;
+    RETURN v_result;
+END;
+$$;
+
+-- Keeps an answer under its request's key (`p_amount`: the amount the
+-- operation was about) and returns it. The key's primary key decides a race
+-- with another transaction (see the top of this file).
+CREATE OR REPLACE FUNCTION wallet.store_hold_answer(p_request wallet.hold_request, p_result wallet.hold_result,
+                                                    p_amount BIGINT)
 RETURNS wallet.hold_result
 LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO wallet.idempotency_keys (client, key, request_hash, outcome, response, request_id, entry_id, amount,
+    INSERT INTO wallet.idempotency_keys (client, key, request_hash, outcome, request_id, entry_id, amount,
                                          balance, hold_id, held)
-    VALUES (p_client, p_key, p_request_hash, p_outcome, p_response, p_request_id, p_entry_id, p_amount,
-            p_balance, p_hold_id, p_held);
-    RETURN ROW(p_outcome, FALSE, p_response, p_request_id)::wallet.hold_result;
+    VALUES (p_request.client, p_request.key, p_request.request_hash, p_result.outcome, p_request.request_id,
+            CASE WHEN p_result.outcome = 'captured' THEN (p_result.hold).entry_id END, p_amount,
+            p_result.balance, (p_result.hold).id, p_result.held);
+    RETURN p_result;
 END;
 $$;
 
--- Reserves `p_amount` of the wallet's available balance for
--- `p_expires_in_seconds`.
-CREATE OR REPLACE FUNCTION wallet.place_hold(
-    p_client TEXT, p_key TEXT, p_request_hash BYTEA, p_request_id TEXT, p_user_id TEXT, p_currency TEXT,
-    p_amount BIGINT, p_reason TEXT, p_metadata JSONB, p_expires_in_seconds INTEGER)
-RETURNS wallet.hold_result
+-- The wallet `p_user_id`, `p_currency` locked, its due holds expired: its
+-- balance and held (both 0 for a wallet that does not exist).
+CREATE OR REPLACE FUNCTION wallet.lock_hold_wallet(p_user_id TEXT, p_currency TEXT)
+RETURNS wallet.batch_wallet
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_result  wallet.hold_result;
-    v_balance BIGINT := 0;
-    v_held    BIGINT := 0;
-    v_hold    wallet.holds;
+    v_wallet  wallet.batch_wallet := ROW(p_user_id, p_currency, 0, FALSE, 0)::wallet.batch_wallet;
+    v_balance BIGINT;
 BEGIN
-    IF p_amount IS NULL OR p_amount NOT BETWEEN 1 AND 1000000000000
-       OR p_expires_in_seconds IS NULL OR p_expires_in_seconds NOT BETWEEN 1 AND 86400 THEN
-        RAISE EXCEPTION 'place_hold: amount or expiry out of range' USING ERRCODE = 'WL003';
-    END IF;
-    v_result := wallet.hold_key_outcome(p_client, p_key, p_request_hash);
-    IF v_result.outcome IS NOT NULL THEN
-        RETURN v_result;
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM wallet.products p WHERE p.currency = p_currency) THEN
-        RETURN ROW('unknown_currency', FALSE, NULL, NULL)::wallet.hold_result;
-    END IF;
     SELECT w.balance INTO v_balance FROM wallet.wallets w
     WHERE w.user_id = p_user_id AND w.currency = p_currency FOR UPDATE;
     IF FOUND THEN
-        v_held := wallet.expire_due_holds(p_user_id, p_currency);
-    ELSE
-        v_balance := 0;
+        v_wallet.balance := v_balance;
+        v_wallet.held := wallet.expire_due_holds(p_user_id, p_currency);
     END IF;
-    IF v_balance - v_held < p_amount THEN
-        RETURN wallet.store_hold_outcome(
-            p_client, p_key, p_request_hash, p_request_id, 'insufficient_funds',
-            jsonb_build_object('balance', v_balance, 'held', v_held, 'available', v_balance - v_held),
-            NULL, NULL, p_amount, v_balance, v_held);
+    RETURN v_wallet;
+END;
+$$;
+
+-- Reserves the request's amount of the wallet's available balance for
+-- its expires_in_seconds.
+CREATE OR REPLACE FUNCTION wallet.place_hold(p_request wallet.hold_request)
+RETURNS wallet.hold_result
+LANGUAGE plpgsql AS $$
+DECLARE
+    r        wallet.hold_request := p_request;
+    v_wallet wallet.batch_wallet;
+    v_hold   wallet.holds;
+BEGIN
+    IF r.amount IS NULL OR r.amount NOT BETWEEN 1 AND 1000000000000
+       OR r.expires_in_seconds IS NULL OR r.expires_in_seconds NOT BETWEEN 1 AND 86400 THEN
+        RAISE EXCEPTION 'place_hold: amount or expiry out of range' USING ERRCODE = 'WL003';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM wallet.products p WHERE p.currency = r.currency) THEN
+        RETURN wallet.hold_answer('unknown_currency', NULL);
+    END IF;
+    v_wallet := wallet.lock_hold_wallet(r.user_id, r.currency);
+    IF v_wallet.balance - v_wallet.held < r.amount THEN
+        RETURN wallet.store_hold_answer(r, wallet.hold_answer(
+            p_outcome => 'insufficient_funds', p_request_id => r.request_id, p_balance => v_wallet.balance,
+            p_held => v_wallet.held), r.amount);
     END IF;
     INSERT INTO wallet.holds (client, user_id, currency, amount, reason, metadata, expires_at)
-    VALUES (p_client, p_user_id, p_currency, p_amount, p_reason, p_metadata,
-            now() + make_interval(secs => p_expires_in_seconds))
+    VALUES (r.client, r.user_id, r.currency, r.amount, r.reason, r.metadata,
+            now() + make_interval(secs => r.expires_in_seconds))
     RETURNING * INTO v_hold;
-    UPDATE wallet.wallets w SET held = w.held + p_amount, updated_at = now()
-    WHERE w.user_id = p_user_id AND w.currency = p_currency
-    RETURNING w.held INTO v_held;
-    RETURN wallet.store_hold_outcome(
-        p_client, p_key, p_request_hash, p_request_id, 'held',
-        jsonb_build_object('hold', wallet.hold_json(v_hold),
-                           'balance', wallet.balance_json(p_user_id, p_currency, v_balance, v_held)),
-        v_hold.id, NULL, p_amount, v_balance, v_held);
+    UPDATE wallet.wallets w SET held = w.held + r.amount, updated_at = now()
+    WHERE w.user_id = r.user_id AND w.currency = r.currency
+    RETURNING w.held INTO v_wallet.held;
+    RETURN wallet.store_hold_answer(r, wallet.hold_answer(
+        p_outcome => 'held', p_request_id => r.request_id, p_hold => v_hold, p_balance => v_wallet.balance,
+        p_held => v_wallet.held), r.amount);
 END;
 $$;
 
@@ -196,111 +247,134 @@ BEGIN
 END;
 $$;
 
--- Debits up to the held amount (all of it when `p_amount` is NULL) and
--- releases the rest. `p_any_client`: an admin key, which may act on any hold.
-CREATE OR REPLACE FUNCTION wallet.capture_hold(
-    p_client TEXT, p_key TEXT, p_request_hash BYTEA, p_request_id TEXT, p_hold_id BIGINT, p_amount BIGINT,
-    p_any_client BOOLEAN)
+-- What a capture and a release share: the request's hold, locked (wallet
+-- first, its due holds expired), with its wallet's balance and held. The
+-- answer has no outcome when the hold can be settled; otherwise it is
+-- not_found (no such hold for this client) or hold_not_active, stored under
+-- the key.
+CREATE OR REPLACE FUNCTION wallet.hold_to_settle(p_request wallet.hold_request)
 RETURNS wallet.hold_result
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_result  wallet.hold_result;
-    v_hold    wallet.holds;
-    v_balance BIGINT;
-    v_held    BIGINT;
-    v_amount  BIGINT;
-    v_entry   BIGINT;
+    v_hold   wallet.holds;
+    v_result wallet.hold_result;
 BEGIN
-    v_result := wallet.hold_key_outcome(p_client, p_key, p_request_hash);
-    IF v_result.outcome IS NOT NULL THEN
-        RETURN v_result;
-    END IF;
-    v_hold := wallet.lock_hold(p_hold_id, p_client, p_any_client);
+    v_hold := wallet.lock_hold(p_request.hold_id, p_request.client, p_request.any_client);
     IF v_hold.id IS NULL THEN
-        RETURN ROW('not_found', FALSE, NULL, NULL)::wallet.hold_result;
+        RETURN wallet.hold_answer('not_found', NULL);
     END IF;
-    SELECT w.balance, w.held INTO v_balance, v_held FROM wallet.wallets w
+    v_result := wallet.hold_answer(NULL, p_request.request_id, v_hold);
+    SELECT w.balance, w.held INTO v_result.balance, v_result.held FROM wallet.wallets w
     WHERE w.user_id = v_hold.user_id AND w.currency = v_hold.currency;
-    v_amount := coalesce(p_amount, v_hold.amount);
     IF v_hold.status <> 'held' THEN
-        RETURN wallet.store_hold_outcome(
-            p_client, p_key, p_request_hash, p_request_id, 'hold_not_active',
-            jsonb_build_object('hold', wallet.hold_json(v_hold)), v_hold.id, NULL, v_amount, v_balance, v_held);
-    ELSIF v_amount > v_hold.amount THEN
-        RETURN wallet.store_hold_outcome(
-            p_client, p_key, p_request_hash, p_request_id, 'amount_exceeds_hold',
-            jsonb_build_object('hold', wallet.hold_json(v_hold)), v_hold.id, NULL, v_amount, v_balance, v_held);
-    ELSIF v_balance < v_amount THEN
-        -- A capture is a debit: it never takes the balance below zero. The
-        -- hold stays held.
-        RETURN wallet.store_hold_outcome(
-            p_client, p_key, p_request_hash, p_request_id, 'insufficient_funds',
-            jsonb_build_object('balance', v_balance, 'held', v_held, 'available', v_balance - v_held),
-            v_hold.id, NULL, v_amount, v_balance, v_held);
+        v_result.outcome := 'hold_not_active';
+        RETURN wallet.store_hold_answer(p_request, v_result, coalesce(p_request.amount, v_hold.amount));
     END IF;
-    v_entry := nextval('wallet.entries_id_seq');
-    v_balance := v_balance - v_amount;
-    UPDATE wallet.wallets w SET balance = v_balance, held = w.held - v_hold.amount, updated_at = now()
-    WHERE w.user_id = v_hold.user_id AND w.currency = v_hold.currency
-    RETURNING w.held INTO v_held;
-    INSERT INTO wallet.entries (id, user_id, currency, amount, balance_after, kind, reference, client, metadata)
-    VALUES (v_entry, v_hold.user_id, v_hold.currency, -v_amount, v_balance, 'debit', 'hold:' || v_hold.id, p_client,
-            jsonb_strip_nulls(jsonb_build_object('reason', v_hold.reason, 'metadata', v_hold.metadata,
-                                                 'hold_id', v_hold.id)));
-    UPDATE wallet.holds h SET status = 'captured', captured_amount = v_amount, captured_at = now(), entry_id = v_entry
-    WHERE h.id = v_hold.id
-    RETURNING * INTO v_hold;
-    RETURN wallet.store_hold_outcome(
-        p_client, p_key, p_request_hash, p_request_id, 'captured',
-        jsonb_build_object(
-            'hold', wallet.hold_json(v_hold),
-            'debit', jsonb_build_object('id', v_entry, 'entry_id', v_entry, 'user_id', v_hold.user_id,
-                                        'currency', v_hold.currency, 'amount', v_amount, 'reason', v_hold.reason,
-                                        'created_at', wallet.rfc3339(now())),
-            'balance', wallet.balance_json(v_hold.user_id, v_hold.currency, v_balance, v_held)),
-        v_hold.id, v_entry, v_amount, v_balance, v_held);
+    RETURN v_result;
 END;
 $$;
 
--- Gives a held hold's coins back to the available balance; no entry.
--- `p_reason` is kept on the hold.
-CREATE OR REPLACE FUNCTION wallet.release_hold(
-    p_client TEXT, p_key TEXT, p_request_hash BYTEA, p_request_id TEXT, p_hold_id BIGINT, p_any_client BOOLEAN,
-    p_reason TEXT DEFAULT NULL)
+-- The wallet's held, less a hold that is settled now; call with the wallet
+-- row locked.
+CREATE OR REPLACE FUNCTION wallet.unhold(p_hold wallet.holds)
+RETURNS BIGINT
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_held BIGINT;
+BEGIN
+    UPDATE wallet.wallets w SET held = w.held - p_hold.amount, updated_at = now()
+    WHERE w.user_id = p_hold.user_id AND w.currency = p_hold.currency
+    RETURNING w.held INTO v_held;
+    RETURN v_held;
+END;
+$$;
+
+-- Debits up to the held amount (all of it when the request names none)
+-- and releases the rest. A capture is a debit: it never takes the balance
+-- below zero (insufficient_funds, and the hold stays held).
+CREATE OR REPLACE FUNCTION wallet.capture_hold(p_request wallet.hold_request)
 RETURNS wallet.hold_result
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_result  wallet.hold_result;
-    v_hold    wallet.holds;
-    v_balance BIGINT;
-    v_held    BIGINT;
+    v_result wallet.hold_result;
+    v_hold   wallet.holds;
+    v_amount BIGINT;
+    v_entry  wallet.entries;
 BEGIN
-    v_result := wallet.hold_key_outcome(p_client, p_key, p_request_hash);
+    v_result := wallet.hold_to_settle(p_request);
     IF v_result.outcome IS NOT NULL THEN
         RETURN v_result;
     END IF;
-    v_hold := wallet.lock_hold(p_hold_id, p_client, p_any_client);
-    IF v_hold.id IS NULL THEN
-        RETURN ROW('not_found', FALSE, NULL, NULL)::wallet.hold_result;
+    v_hold := v_result.hold;
+    v_amount := coalesce(p_request.amount, v_hold.amount);
+    IF v_amount > v_hold.amount OR v_result.balance < v_amount THEN
+        v_result.outcome := CASE WHEN v_amount > v_hold.amount THEN 'amount_exceeds_hold' ELSE 'insufficient_funds' END;
+        RETURN wallet.store_hold_answer(p_request, v_result, v_amount);
     END IF;
-    SELECT w.balance, w.held INTO v_balance, v_held FROM wallet.wallets w
-    WHERE w.user_id = v_hold.user_id AND w.currency = v_hold.currency;
-    IF v_hold.status <> 'held' THEN
-        RETURN wallet.store_hold_outcome(
-            p_client, p_key, p_request_hash, p_request_id, 'hold_not_active',
-            jsonb_build_object('hold', wallet.hold_json(v_hold)), v_hold.id, NULL, v_hold.amount, v_balance, v_held);
-    END IF;
-    UPDATE wallet.holds h SET status = 'released', released_at = now(), release_reason = p_reason
+    v_entry := (wallet.post_entries(ARRAY[wallet.new_posting(
+        p_kind => 'debit', p_user_id => v_hold.user_id, p_currency => v_hold.currency, p_amount => -v_amount,
+        p_reference => 'hold:' || v_hold.id, p_client => p_request.client,
+        p_metadata => jsonb_strip_nulls(jsonb_build_object('reason', v_hold.reason, 'metadata', v_hold.metadata,
+                                                           'hold_id', v_hold.id)))]))[1];
+    UPDATE wallet.holds h SET status = 'captured', captured_amount = v_amount, captured_at = now(), entry_id = v_entry.id
     WHERE h.id = v_hold.id
     RETURNING * INTO v_hold;
-    UPDATE wallet.wallets w SET held = w.held - v_hold.amount, updated_at = now()
-    WHERE w.user_id = v_hold.user_id AND w.currency = v_hold.currency
-    RETURNING w.held INTO v_held;
-    RETURN wallet.store_hold_outcome(
-        p_client, p_key, p_request_hash, p_request_id, 'released',
-        jsonb_build_object('hold', wallet.hold_json(v_hold),
-                           'balance', wallet.balance_json(v_hold.user_id, v_hold.currency, v_balance, v_held)),
-        v_hold.id, NULL, v_hold.amount, v_balance, v_held);
+    v_result.hold := v_hold;
+    v_result.outcome := 'captured';
+    v_result.balance := v_entry.balance_after;
+    v_result.held := wallet.unhold(v_hold);
+    RETURN wallet.store_hold_answer(p_request, v_result, v_amount);
+END;
+$$;
+
+-- Gives a held hold's coins back to the available balance; no entry. The
+-- request's reason, if any (an operator's), is kept on the hold.
+CREATE OR REPLACE FUNCTION wallet.release_hold(p_request wallet.hold_request)
+RETURNS wallet.hold_result
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_result wallet.hold_result;
+    v_hold   wallet.holds;
+BEGIN
+    v_result := wallet.hold_to_settle(p_request);
+    IF v_result.outcome IS NOT NULL THEN
+        RETURN v_result;
+    END IF;
+    UPDATE wallet.holds h SET status = 'released', released_at = now(), release_reason = p_request.reason
+    WHERE h.id = (v_result.hold).id
+    RETURNING * INTO v_hold;
+    v_result.hold := v_hold;
+    v_result.outcome := 'released';
+    v_result.held := wallet.unhold(v_hold);
+    RETURN wallet.store_hold_answer(p_request, v_result, v_hold.amount);
+END;
+$$;
+
+-- A writer's batch of hold operations, in the given order (the writer
+-- sorts them by wallet), one answer each, in order. A key that has an
+-- answer (stored by an earlier transaction, a debit of this batch's, or an
+-- earlier operation of this call) answers with it.
+CREATE OR REPLACE FUNCTION wallet.hold_many(p_requests wallet.hold_request[])
+RETURNS SETOF wallet.hold_result
+LANGUAGE plpgsql AS $$
+DECLARE
+    r        wallet.hold_request;
+    v_stored wallet.idempotency_keys;
+BEGIN
+    FOREACH r IN ARRAY coalesce(p_requests, '{}') LOOP
+        SELECT * INTO v_stored FROM wallet.idempotency_keys k WHERE k.client = r.client AND k.key = r.key;
+        IF FOUND THEN
+            RETURN NEXT wallet.hold_replay(v_stored, r.request_hash);
+        ELSIF r.kind = 'place' THEN
+            RETURN NEXT wallet.place_hold(r);
+        ELSIF r.kind = 'capture' THEN
+            RETURN NEXT wallet.capture_hold(r);
+        ELSIF r.kind = 'release' THEN
+            RETURN NEXT wallet.release_hold(r);
+        ELSE
+            RAISE EXCEPTION 'hold_many: unknown kind %', r.kind USING ERRCODE = 'WL003';
+        END IF;
+    END LOOP;
 END;
 $$;
 
@@ -310,18 +384,24 @@ CREATE OR REPLACE FUNCTION wallet.admin_release_hold(p_hold_id BIGINT, p_reason 
 RETURNS TABLE (outcome TEXT, user_id TEXT, currency TEXT, amount BIGINT, status TEXT)
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_result wallet.hold_result;
-    v_hold   wallet.holds;
+    v_request wallet.hold_request;
+    v_result  wallet.hold_result;
+    v_hold    wallet.holds;
 BEGIN
     IF p_reason IS NULL OR length(p_reason) = 0 THEN
         RAISE EXCEPTION 'a reason is required' USING ERRCODE = 'WL003';
     END IF;
-    SELECT * INTO v_hold FROM wallet.holds h WHERE h.id = p_hold_id;
-    IF NOT FOUND THEN
+    IF NOT EXISTS (SELECT 1 FROM wallet.holds h WHERE h.id = p_hold_id) THEN
         RAISE EXCEPTION 'no hold %', p_hold_id USING ERRCODE = 'WL002';
     END IF;
-    v_result := wallet.release_hold('admin', 'release-hold:' || p_hold_id || ':' || gen_random_uuid(),
-                                    '\x00'::BYTEA, NULL, p_hold_id, TRUE, p_reason);
+    v_request.kind := 'release';
+    v_request.client := 'admin';
+    v_request.key := 'release-hold:' || p_hold_id || ':' || gen_random_uuid();
+    v_request.request_hash := '\x00'::BYTEA;
+    v_request.any_client := TRUE;
+    v_request.hold_id := p_hold_id;
+    v_request.reason := p_reason;
+    v_result := wallet.release_hold(v_request);
     SELECT * INTO v_hold FROM wallet.holds h WHERE h.id = p_hold_id;
     INSERT INTO wallet.admin_audit (action, operator, reason, arguments, outcome)
     VALUES ('release_hold', p_operator, p_reason, jsonb_build_object('hold_id', p_hold_id), v_result.outcome);
@@ -344,25 +424,4 @@ LANGUAGE sql STABLE AS $$
     FROM wallet.holds h
     WHERE h.status = 'held' AND h.expires_at > now() AND (p_user_id IS NULL OR h.user_id = p_user_id)
     ORDER BY h.created_at, h.id;
-$$;
-
--- A writer's batch of hold operations, in the given order (the writer
--- sorts them by wallet), one answer each, in order.
-CREATE OR REPLACE FUNCTION wallet.hold_many(p_requests wallet.hold_request[])
-RETURNS SETOF wallet.hold_result
-LANGUAGE plpgsql AS $$
-DECLARE
-    r wallet.hold_request;
-BEGIN
-    FOREACH r IN ARRAY coalesce(p_requests, '{}') LOOP
-        RETURN NEXT CASE r.kind
-            WHEN 'place' THEN wallet.place_hold(r.client, r.key, r.request_hash, r.request_id, r.user_id, r.currency,
-                                                r.amount, r.reason, r.metadata, r.expires_in_seconds)
-            WHEN 'capture' THEN wallet.capture_hold(r.client, r.key, r.request_hash, r.request_id, r.hold_id, r.amount,
-                                                    r.any_client)
-            WHEN 'release' THEN wallet.release_hold(r.client, r.key, r.request_hash, r.request_id, r.hold_id,
-                                                    r.any_client)
-        END;
-    END LOOP;
-END;
 $$;

@@ -1,7 +1,32 @@
--- wallet.refund_credit, re-applied by the migrator whenever this file
--- changes (first defined in 0003_admin_and_invariants.sql; Google's
--- cumulative refunds since 0013). The admin refund script, Apple's refund
--- notifications and Google's voids all refund through it.
+-- wallet.refund_credit, wallet.reverse_refund and wallet.lock_credit,
+-- re-applied by the migrator whenever this file changes (first defined in
+-- 0003_admin_and_invariants.sql; Google's cumulative refunds since 0013;
+-- posted through wallet.post_entries since 0017). The admin refund script,
+-- Apple's refund notifications and Google's voids all refund through
+-- refund_credit; Apple's REFUND_REVERSED reverses through reverse_refund.
+--
+-- Lock order (01_lock_flow_nos.sql): these take no flowNO or token lock of
+-- their own (they act only on a credit that exists, whose row lock settles
+-- them, and their callers take those locks first when they need them);
+-- wallet.lock_credit takes the credit's wallet row, then the credit row.
+
+-- Locks a credit for a refund or its reversal: its wallet first, then the
+-- credit row. Returns both as they are once locked. An unknown flowNO
+-- raises WL002, naming it.
+CREATE OR REPLACE FUNCTION wallet.lock_credit(p_flow_no TEXT, OUT credit wallet.credits, OUT balance BIGINT)
+LANGUAGE plpgsql AS $$
+BEGIN
+    -- Its wallet never changes, so it is read before the wallet's lock.
+    SELECT * INTO credit FROM wallet.credits c WHERE c.flow_no = p_flow_no;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no credit for flowNO %', p_flow_no USING ERRCODE = 'WL002';
+    END IF;
+    SELECT w.balance INTO balance FROM wallet.wallets w
+    WHERE w.user_id = credit.user_id AND w.currency = credit.currency
+    FOR UPDATE;
+    SELECT * INTO credit FROM wallet.credits c WHERE c.flow_no = p_flow_no FOR UPDATE;
+END;
+$$;
 
 -- Refunds a credit: a `refund` entry for what is left of it (or the given
 -- part), the balance possibly below zero. An Apple or admin refund makes
@@ -20,11 +45,9 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_locked   RECORD;
     v_credit   wallet.credits;
-    v_balance  BIGINT;
-    v_amount   BIGINT;
     v_left     BIGINT;
-    v_refunded BIGINT;
-    v_entry    BIGINT;
+    v_amount   BIGINT;
+    v_entry    wallet.entries;
 BEGIN
     IF p_source NOT IN ('admin', 'apple', 'google') THEN
         RAISE EXCEPTION 'refund source must be admin, apple or google' USING ERRCODE = 'WL003';
@@ -35,43 +58,81 @@ BEGIN
     END IF;
     SELECT * INTO v_locked FROM wallet.lock_credit(p_flow_no);
     v_credit := v_locked.credit;
-    v_balance := v_locked.balance;
 
     user_id := v_credit.user_id;
     currency := v_credit.currency;
     IF v_credit.status = 'refunded' THEN
         outcome := 'already_refunded';
         amount := 0;
-        balance := v_balance;
+        balance := v_locked.balance;
     ELSE
         v_left := v_credit.amount - coalesce(v_credit.refunded_amount, 0);
         v_amount := coalesce(p_amount, v_left);
         IF v_amount NOT BETWEEN 1 AND v_left THEN
             RAISE EXCEPTION 'refund amount % is outside 1..%', v_amount, v_left USING ERRCODE = 'WL003';
         END IF;
-        v_refunded := coalesce(v_credit.refunded_amount, 0) + v_amount;
-        v_entry := nextval('wallet.entries_id_seq');
-        v_balance := v_balance - v_amount;
-        UPDATE wallet.wallets w SET balance = v_balance, updated_at = now()
-        WHERE w.user_id = v_credit.user_id AND w.currency = v_credit.currency;
-        INSERT INTO wallet.entries (id, user_id, currency, amount, balance_after, kind, reference, client, metadata)
-        VALUES (v_entry, v_credit.user_id, v_credit.currency, -v_amount, v_balance, 'refund', p_flow_no, p_client,
-                jsonb_strip_nulls(jsonb_build_object('source', p_source, 'operator', p_operator, 'reason', p_reason)));
+        v_entry := (wallet.post_entries(ARRAY[wallet.new_posting(
+            p_kind => 'refund', p_user_id => v_credit.user_id, p_currency => v_credit.currency, p_amount => -v_amount,
+            p_reference => p_flow_no, p_client => p_client,
+            p_metadata => jsonb_strip_nulls(jsonb_build_object('source', p_source, 'operator', p_operator,
+                                                               'reason', p_reason)))]))[1];
         UPDATE wallet.credits c
-        SET status = CASE WHEN p_source = 'google' AND v_refunded < c.amount THEN 'partially_refunded' ELSE 'refunded' END,
-            refunded_by = p_source, refunded_amount = v_refunded, updated_at = now()
+        SET status = CASE WHEN p_source = 'google' AND coalesce(c.refunded_amount, 0) + v_amount < c.amount
+                          THEN 'partially_refunded' ELSE 'refunded' END,
+            refunded_by = p_source, refunded_amount = coalesce(c.refunded_amount, 0) + v_amount, updated_at = now()
         WHERE c.flow_no = p_flow_no;
         outcome := 'refunded';
-        entry_id := v_entry;
+        entry_id := v_entry.id;
         amount := v_amount;
-        balance := v_balance;
+        balance := v_entry.balance_after;
     END IF;
 
     IF p_source = 'admin' THEN
         INSERT INTO wallet.admin_audit (action, operator, reason, arguments, outcome, entry_ids)
         VALUES ('refund', p_operator, p_reason,
                 jsonb_build_object('flow_no', p_flow_no, 'amount', p_amount), outcome,
-                CASE WHEN v_entry IS NULL THEN '{}'::BIGINT[] ELSE ARRAY[v_entry] END);
+                CASE WHEN v_entry.id IS NULL THEN '{}'::BIGINT[] ELSE ARRAY[v_entry.id] END);
+    END IF;
+    RETURN NEXT;
+END;
+$$;
+
+-- Undoes Apple's refund of a credit once (REFUND_REVERSED): a
+-- `refund_reversal` entry for the refunded amount, and the credit is
+-- `credited` again. Only a refund that came from Apple is reversed this way.
+--
+-- Outcomes: reversed, not_refunded, not_reversible (an admin refund).
+-- An unknown flowNO raises WL002.
+CREATE OR REPLACE FUNCTION wallet.reverse_refund(p_flow_no TEXT, p_client TEXT DEFAULT 'appstore')
+RETURNS TABLE (outcome TEXT, entry_id BIGINT, amount BIGINT, balance BIGINT, user_id TEXT, currency TEXT)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_locked RECORD;
+    v_credit wallet.credits;
+    v_entry  wallet.entries;
+BEGIN
+    SELECT * INTO v_locked FROM wallet.lock_credit(p_flow_no);
+    v_credit := v_locked.credit;
+
+    user_id := v_credit.user_id;
+    currency := v_credit.currency;
+    amount := 0;
+    balance := v_locked.balance;
+    IF v_credit.status <> 'refunded' THEN
+        outcome := 'not_refunded';
+    ELSIF v_credit.refunded_by <> 'apple' THEN
+        outcome := 'not_reversible';
+    ELSE
+        v_entry := (wallet.post_entries(ARRAY[wallet.new_posting(
+            p_kind => 'refund_reversal', p_user_id => v_credit.user_id, p_currency => v_credit.currency,
+            p_amount => v_credit.refunded_amount, p_reference => p_flow_no, p_client => p_client,
+            p_metadata => jsonb_build_object('source', 'apple'))]))[1];
+        UPDATE wallet.credits c SET status = 'credited', refunded_by = NULL, refunded_amount = NULL, updated_at = now()
+        WHERE c.flow_no = p_flow_no;
+        outcome := 'reversed';
+        entry_id := v_entry.id;
+        amount := v_credit.refunded_amount;
+        balance := v_entry.balance_after;
     END IF;
     RETURN NEXT;
 END;

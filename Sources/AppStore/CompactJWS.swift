@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import JSON
 
 /// A compact JWS as the App Store signs it, parsed but not yet verified.
 ///
@@ -38,20 +39,20 @@ struct CompactJWS {
         }
         let header = segments.header, payload = segments.payload, signature = segments.signature
 
-        guard let headerObject = try? JSONSerialization.jsonObject(with: Data(header)) as? [String: Any] else {
+        guard let headerObject = try? JSONParser.parse(header), headerObject.objectMembers != nil else {
             throw VerificationError(.malformed, "header is not a JSON object")
         }
         // RFC 7515 §4.1.11: extensions marked critical must be understood; we understand none.
         guard headerObject["crit"] == nil else {
             throw VerificationError(.malformed, "header lists critical extensions (crit)")
         }
-        guard let algorithm = headerObject["alg"] as? String else {
+        guard let algorithm = headerObject["alg"]?.stringValue else {
             throw VerificationError(.malformed, "header has no string alg")
         }
         guard algorithm == "ES256" else {
             throw VerificationError(.bad_algorithm, "header alg is \(Self.quoted(algorithm)), not ES256")
         }
-        guard let chain = headerObject["x5c"] as? [String] else {
+        guard let chain = headerObject["x5c"]?.stringArrayValue else {
             throw VerificationError(.malformed, "header has no x5c array of strings")
         }
         guard chain.count == Self.certificateCount else {
@@ -71,6 +72,10 @@ struct CompactJWS {
 
         let probe: SignedDateProbe
         do {
+            // Foundation's decoder, as `SignedDataVerifier` decodes the whole
+            // payload once the signature holds (Apple's documented payload
+            // types are `Decodable`): the probe and the payload read
+            // `signedDate` by one rule.
             probe = try JSONDecoder().decode(SignedDateProbe.self, from: Data(payload))
         } catch {
             throw VerificationError(.malformed, "payload is not a JSON object with an integer signedDate")
@@ -89,14 +94,15 @@ struct CompactJWS {
         self.signedDateMilliseconds = signedDate
     }
 
-    /// A header value for an error message: printable ASCII only, quoted
-    /// and cut short, so a token cannot forge or flood log lines.
+    /// A header value for an error message: cut short, so a token cannot
+    /// flood log lines, and written as a JSON string, so the JSON writer's
+    /// escaping keeps it to its one line.
     private static func quoted(_ value: String) -> String {
         let limit = 16
-        let printable = value.unicodeScalars.prefix(limit).map { scalar in
-            (0x20..<0x7f).contains(scalar.value) && scalar != "\"" ? Character(scalar) : "?"
-        }
-        return "\"" + String(printable) + (value.unicodeScalars.count > limit ? "…" : "") + "\""
+        var shown = ""
+        shown.unicodeScalars.append(contentsOf: value.unicodeScalars.prefix(limit))
+        if value.unicodeScalars.count > limit { shown += "…" }
+        return JSONValue.string(shown).serializedText()
     }
 }
 

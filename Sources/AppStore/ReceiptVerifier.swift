@@ -1,4 +1,5 @@
 public import Foundation
+import JSON
 import StoreHTTP
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -160,19 +161,17 @@ public struct ReceiptVerifier: Sendable {
     /// A parsed answer: a JSON object with an integer `status`.
     struct Answer {
         let status: Int
-        let object: [String: Any]
+        let object: JSONValue
     }
 
+    /// The members in the order Apple's documentation lists them.
     private func requestBody(receiptData: String) -> Data {
-        var object: [String: Any] = ["receipt-data": receiptData, "exclude-old-transactions": false]
+        var members: [(key: String, value: JSONValue)] = [("receipt-data", .string(receiptData))]
         if let sharedSecret = configuration.sharedSecret {
-            object["password"] = sharedSecret
+            members.append(("password", .string(sharedSecret)))
         }
-        // Strings and a Bool always serialise.
-        guard let body = try? JSONSerialization.data(withJSONObject: object, options: [.withoutEscapingSlashes]) else {
-            preconditionFailure("the verifyReceipt request body did not serialise")
-        }
-        return body
+        members.append(("exclude-old-transactions", false))
+        return Data(JSONValue.object(members).serialized())
     }
 
     /// POSTs `body` to `url`; `endpoint` names it in `unavailable` details.
@@ -192,7 +191,7 @@ public struct ReceiptVerifier: Sendable {
         case .failure(let detail):
             throw .unavailable("\(endpoint): \(detail)")
         }
-        guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+        guard let object = try? JSONParser.parse(data), object.objectMembers != nil else {
             throw .unavailable("\(endpoint): the answer is not a JSON object")
         }
         guard let status = Self.integer(object["status"]) else {
@@ -219,15 +218,15 @@ public struct ReceiptVerifier: Sendable {
     // MARK: - The purchase in the receipt
 
     private func purchase(
-        in object: [String: Any],
+        in object: JSONValue,
         transactionID: String,
         productID: String,
         environment: String
     ) throws(ReceiptError) -> VerifiedReceiptPurchase {
-        guard let receipt = object["receipt"] as? [String: Any] else {
+        guard let receipt = object["receipt"], receipt.objectMembers != nil else {
             throw Self.refusal(RefusalReason.receiptInvalid, "the answer has no receipt object")
         }
-        guard let bundleID = receipt["bundle_id"] as? String else {
+        guard let bundleID = receipt["bundle_id"]?.stringValue else {
             throw Self.refusal(RefusalReason.bundleMismatch, "the receipt names no bundle_id")
         }
         guard configuration.bundleIDs.contains(bundleID) else {
@@ -236,13 +235,13 @@ public struct ReceiptVerifier: Sendable {
 
         // Bounded: both arrays come from an answer of at most responseBytesMax bytes.
         let entries = Self.entries(receipt["in_app"]) + Self.entries(object["latest_receipt_info"])
-        let matches = entries.filter { ($0["transaction_id"] as? String) == transactionID }
+        let matches = entries.filter { $0["transaction_id"]?.stringValue == transactionID }
         guard !matches.isEmpty else {
             throw Self.refusal(RefusalReason.transactionMismatch, "the receipt holds no purchase with this transaction ID")
         }
         var quantity: Int?
         for entry in matches {
-            guard (entry["product_id"] as? String) == productID else {
+            guard entry["product_id"]?.stringValue == productID else {
                 throw Self.refusal(RefusalReason.productMismatch, "the receipt's purchase is for another product")
             }
             // Present at all, even as null, counts: a refund must not slip through.
@@ -267,15 +266,16 @@ public struct ReceiptVerifier: Sendable {
         .failed(reason: reason, detail: detail)
     }
 
-    private static func entries(_ value: Any?) -> [[String: Any]] {
-        (value as? [Any])?.compactMap { $0 as? [String: Any] } ?? []
+    /// The objects of an array; anything else in it is passed over.
+    private static func entries(_ value: JSONValue?) -> [JSONValue] {
+        value?.arrayValue?.filter { $0.objectMembers != nil } ?? []
     }
 
     /// Apple sends quantities as decimal strings ("1"); a JSON integer is
     /// read too. Either must lie in 1...10.
-    static func quantity(_ value: Any) -> Int? {
+    static func quantity(_ value: JSONValue) -> Int? {
         let parsed: Int?
-        if let text = value as? String {
+        if let text = value.stringValue {
             let isDecimal = (1...2).contains(text.utf8.count) && text.utf8.allSatisfy { (0x30...0x39).contains($0) }
             parsed = isDecimal ? Int(text) : nil
         } else {
@@ -285,20 +285,15 @@ public struct ReceiptVerifier: Sendable {
         return parsed
     }
 
-    /// A JSON number that is an integer, and not a Boolean.
-    static func integer(_ value: Any?) -> Int? {
-        guard let number = value as? NSNumber else { return nil }
-        // JSON true and false arrive as NSNumber too, and Swift would even
-        // cast 0 and 1 to Bool; only the type code tells them apart.
-        guard String(cString: number.objCType) != "c" else { return nil }
-        let double = number.doubleValue
-        guard double.rounded() == double, abs(double) < 1e15 else { return nil }
-        return number.intValue
+    /// A JSON number with an integral value (`2` or `2.0`, not `true`).
+    static func integer(_ value: JSONValue?) -> Int? {
+        guard let double = value?.doubleValue, double.rounded() == double, abs(double) < 1e15 else { return nil }
+        return Int(double)
     }
 
     /// `is-retryable` is documented as a Boolean; some answers carry 1.
-    private static func isRetryable(_ value: Any?) -> Bool {
-        (value as? NSNumber)?.doubleValue == 1
+    private static func isRetryable(_ value: JSONValue?) -> Bool {
+        value?.boolValue == true || value?.doubleValue == 1
     }
 }
 

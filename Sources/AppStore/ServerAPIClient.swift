@@ -1,6 +1,7 @@
 public import Crypto
 public import Foundation
 public import Locking
+import JSON
 public import StoreHTTP
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -116,7 +117,7 @@ public struct ServerAPIClient: Sendable {
                                 deadline: ContinuousClock.Instant) throws(APIError) -> String {
         let path = "/inApps/v1/transactions/" + RetryingCall.percentEncoded(transactionID)
         let body = try call(.getTransactionInfo, "GET", path, environment: environment, body: nil, deadline: deadline)
-        guard let object = Self.object(body), let signed = object["signedTransactionInfo"] as? String, !signed.isEmpty else {
+        guard let signed = Self.object(body)?["signedTransactionInfo"]?.stringValue, !signed.isEmpty else {
             throw .malformedAnswer("no signedTransactionInfo")
         }
         return signed
@@ -130,22 +131,23 @@ public struct ServerAPIClient: Sendable {
         if let paginationToken {
             path += "?paginationToken=" + RetryingCall.percentEncoded(paginationToken)
         }
-        let request: [String: Any] = ["startDate": Self.milliseconds(start), "endDate": Self.milliseconds(end)]
-        let requestBody = (try? JSONSerialization.data(withJSONObject: request, options: [.sortedKeys])) ?? Data()
+        // Members in key order, as this body has always been written.
+        let request: JSONValue = ["endDate": JSONValue(Self.milliseconds(end)), "startDate": JSONValue(Self.milliseconds(start))]
+        let requestBody = Data(request.serialized())
         let body = try call(.getNotificationHistory, "POST", path, environment: environment, body: requestBody,
                             deadline: deadline)
-        guard let object = Self.object(body), let items = object["notificationHistory"] as? [Any] else {
+        guard let object = Self.object(body), let items = object["notificationHistory"]?.arrayValue else {
             throw .malformedAnswer("no notificationHistory")
         }
         var payloads: [String] = []
         for item in items {
-            guard let entry = item as? [String: Any], let payload = entry["signedPayload"] as? String else {
+            guard let payload = item["signedPayload"]?.stringValue else {
                 throw .malformedAnswer("a history item has no signedPayload")
             }
             payloads.append(payload)
         }
-        let hasMore = (object["hasMore"] as? Bool) ?? false
-        let token = object["paginationToken"] as? String
+        let hasMore = object["hasMore"]?.boolValue ?? false
+        let token = object["paginationToken"]?.stringValue
         if hasMore, token?.isEmpty ?? true {
             throw .malformedAnswer("hasMore without a paginationToken")
         }
@@ -196,12 +198,13 @@ public struct ServerAPIClient: Sendable {
     }
 
     static func errorCode(_ body: Data) -> Int? {
-        guard let object = object(body), let code = object["errorCode"] as? NSNumber else { return nil }
-        return code.intValue
+        object(body)?["errorCode"]?.integer(as: Int.self)
     }
 
-    static func object(_ body: Data) -> [String: Any]? {
-        (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
+    /// An answer read by the strict parser, when it is a JSON object.
+    static func object(_ body: Data) -> JSONValue? {
+        guard let value = try? JSONParser.parse(body), value.objectMembers != nil else { return nil }
+        return value
     }
 
     static func milliseconds(_ date: Date) -> Int64 {

@@ -1,5 +1,6 @@
 public import Crypto
 public import Foundation
+import JSON
 
 /// The bearer token of an App Store Server API request: a JWT signed ES256
 /// with the In-App Purchase key, made fresh for every request.
@@ -25,18 +26,14 @@ public enum ServerAPIToken {
 
     public static func make(_ claims: Claims, key: PrivateKey, now: Date) throws(PrivateKey.KeyError) -> String {
         let issuedAt = Int64(now.timeIntervalSince1970.rounded(.down))
-        let header: [String: Any] = ["alg": "ES256", "kid": claims.keyID, "typ": "JWT"]
-        let payload: [String: Any] = [
-            "iss": claims.issuerID, "iat": issuedAt, "exp": issuedAt + lifetimeSeconds,
-            "aud": audience, "bid": claims.bundleID,
+        // Members in key order, as this token has always been written.
+        let header: JSONValue = ["alg": "ES256", "kid": .string(claims.keyID), "typ": "JWT"]
+        let payload: JSONValue = [
+            "aud": .string(audience), "bid": .string(claims.bundleID), "exp": JSONValue(issuedAt + lifetimeSeconds),
+            "iat": JSONValue(issuedAt), "iss": .string(claims.issuerID),
         ]
-        let signingInput = Base64URL.encode(json(header)) + "." + Base64URL.encode(json(payload))
+        let signingInput = Base64URL.encode(header.serialized()) + "." + Base64URL.encode(payload.serialized())
         let signature = try key.signES256(Array(signingInput.utf8))
         return signingInput + "." + Base64URL.encode(signature)
-    }
-
-    private static func json(_ object: [String: Any]) -> [UInt8] {
-        // Strings and integers only: serialization cannot fail.
-        Array((try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data())
     }
 }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import JSON
 
 /// Verifies App Store signed data offline: StoreKit 2 transactions, renewal
 /// info and App Store Server Notifications V2.
@@ -94,8 +95,8 @@ public struct SignedDataVerifier: Sendable {
     }
 
     private func checkAny(_ signed: AuthenticatedPayload) throws(VerificationError) -> VerifiedSignedData {
-        let object = try? JSONSerialization.jsonObject(with: signed.payloadJSON) as? [String: Any]
-        let keys = Set((object ?? [:]).keys)
+        let members = (try? JSONParser.parse(signed.payloadJSON))?.objectMembers ?? []
+        let keys = Set(members.map(\.key))
         if keys.contains("notificationType") {
             return .notification(try checkNotification(signed))
         }
@@ -316,6 +317,8 @@ public struct SignedDataVerifier: Sendable {
         what: String
     ) throws(VerificationError) -> Payload {
         do {
+            // Apple documents these payloads as typed records; Foundation's
+            // decoder maps them onto the `Decodable` types in Payloads.swift.
             return try JSONDecoder().decode(type, from: signed.payloadJSON)
         } catch let error as DecodingError {
             throw VerificationError(.malformed, "\(what) payload: \(Self.summary(of: error))")

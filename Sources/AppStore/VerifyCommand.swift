@@ -1,5 +1,6 @@
 import Crypto
 public import Foundation
+import JSON
 
 /// `wallet appstore verify`: checks one App Store JWS from standard input.
 ///
@@ -77,35 +78,41 @@ public enum VerifyCommand {
         }
     }
 
-    /// Pretty JSON of the verified payload, keys sorted, with a notification's
-    /// `data.signedTransactionInfo` and `data.signedRenewalInfo` replaced by
-    /// their decoded payloads.
+    /// Indented JSON of the verified payload, keys sorted, with a
+    /// notification's `data.signedTransactionInfo` and `data.signedRenewalInfo`
+    /// replaced by their decoded payloads.
     static func render(_ verified: VerifiedSignedData) throws -> String {
-        let object: Any
+        let value: JSONValue
         switch verified {
         case .transaction(let transaction):
-            object = try JSONSerialization.jsonObject(with: transaction.payloadJSON)
+            value = try JSONParser.parse(transaction.payloadJSON)
         case .renewalInfo(let renewalInfo):
-            object = try JSONSerialization.jsonObject(with: renewalInfo.payloadJSON)
+            value = try JSONParser.parse(renewalInfo.payloadJSON)
         case .notification(let notification):
-            guard var root = try JSONSerialization.jsonObject(with: notification.payloadJSON) as? [String: Any] else {
-                throw CocoaError(.coderInvalidValue)
+            guard case .object(var root) = try JSONParser.parse(notification.payloadJSON) else {
+                throw JSONSyntaxError(offset: 0, reason: "the notification payload is not a JSON object")
             }
-            if var data = root["data"] as? [String: Any] {
+            if let index = root.firstIndex(where: { $0.key == "data" }), case .object(var data) = root[index].value {
                 if let transaction = notification.transaction {
-                    data["signedTransactionInfo"] = try JSONSerialization.jsonObject(with: transaction.payloadJSON)
+                    setMember(&data, "signedTransactionInfo", try JSONParser.parse(transaction.payloadJSON))
                 }
                 if let renewalInfo = notification.renewalInfo {
-                    data["signedRenewalInfo"] = try JSONSerialization.jsonObject(with: renewalInfo.payloadJSON)
+                    setMember(&data, "signedRenewalInfo", try JSONParser.parse(renewalInfo.payloadJSON))
                 }
-                root["data"] = data
+                root[index].value = .object(data)
             }
-            object = root
+            value = .object(root)
         }
-        let json = try JSONSerialization.data(
-            withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        )
-        return String(decoding: json, as: UTF8.self) + "\n"
+        return String(decoding: value.canonicalized().serializedIndented(), as: UTF8.self) + "\n"
+    }
+
+    /// Replaces the member named `key`, or adds it.
+    private static func setMember(_ members: inout [(key: String, value: JSONValue)], _ key: String, _ value: JSONValue) {
+        if let index = members.firstIndex(where: { $0.key == key }) {
+            members[index].value = value
+        } else {
+            members.append((key, value))
+        }
     }
 
     struct Options {

@@ -1,5 +1,6 @@
 public import Foundation
 public import Crypto
+import JSON
 public import Locking
 public import StoreHTTP
 #if canImport(FoundationNetworking)
@@ -124,13 +125,15 @@ public final class AccessTokens: Sendable {
     /// The signed assertion for `account` at `now`.
     public static func assertion(for account: ServiceAccount, now: Date) throws(RSAPrivateKey.KeyError) -> String {
         let issuedAt = Int64(now.timeIntervalSince1970.rounded(.down))
-        var header: [String: Any] = ["alg": "RS256", "typ": "JWT"]
-        if let keyID = account.privateKeyID { header["kid"] = keyID }
-        let claims: [String: Any] = [
-            "iss": account.clientEmail, "scope": GooglePlay.androidPublisherScope,
-            "aud": account.tokenURI.absoluteString, "iat": issuedAt, "exp": issuedAt + assertionLifetimeSeconds,
+        // Members in key order, as the assertion has always been written.
+        var header: [(key: String, value: JSONValue)] = [("alg", "RS256")]
+        if let keyID = account.privateKeyID { header.append(("kid", .string(keyID))) }
+        header.append(("typ", "JWT"))
+        let claims: JSONValue = [
+            "aud": .string(account.tokenURI.absoluteString), "exp": JSONValue(issuedAt + assertionLifetimeSeconds),
+            "iat": JSONValue(issuedAt), "iss": .string(account.clientEmail), "scope": .string(GooglePlay.androidPublisherScope),
         ]
-        let signingInput = Base64URL.encode(json(header)) + "." + Base64URL.encode(json(claims))
+        let signingInput = Base64URL.encode(JSONValue.object(header).serialized()) + "." + Base64URL.encode(claims.serialized())
         let signature = try account.privateKey.signRS256(Array(signingInput.utf8))
         return signingInput + "." + Base64URL.encode(signature)
     }
@@ -193,26 +196,20 @@ public final class AccessTokens: Sendable {
     /// The token in a grant's answer; its life is counted from when the
     /// request left, so it is never believed to live longer than it does.
     private static func token(from body: Data, sentAt: ContinuousClock.Instant) throws(PlayAPIError) -> Token {
-        guard let object = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] else {
+        guard let object = try? JSONParser.parse(body), object.objectMembers != nil else {
             throw .malformedAnswer("the token answer is not a JSON object")
         }
-        guard let value = object["access_token"] as? String, !value.isEmpty, value.utf8.count <= tokenBytesMax,
+        guard let value = object["access_token"]?.stringValue, !value.isEmpty, value.utf8.count <= tokenBytesMax,
               // It goes into a header: visible ASCII only.
               value.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
         else { throw .malformedAnswer("the token answer has no usable access_token") }
-        guard let type = object["token_type"] as? String, type.lowercased() == "bearer" else {
+        guard let type = object["token_type"]?.stringValue, type.lowercased() == "bearer" else {
             throw .malformedAnswer("the token answer's token_type is not Bearer")
         }
-        guard let lifetime = (object["expires_in"] as? NSNumber)?.doubleValue, lifetime.rounded(.down) == lifetime,
+        guard let lifetime = object["expires_in"]?.doubleValue, lifetime.rounded(.down) == lifetime,
               lifetime >= 1, lifetime <= Double(lifetimeSecondsMax)
         else { throw .malformedAnswer("the token answer's expires_in is not 1 to \(lifetimeSecondsMax) seconds") }
         let margin = min(refreshMarginSecondsMax, lifetime / 2)
         return Token(value: value, refreshAt: sentAt + .seconds(lifetime - margin))
-    }
-
-    private static func json(_ object: [String: Any]) -> [UInt8] {
-        // Strings and integers only: serialization cannot fail.
-        Array((try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
-            ?? Data())
     }
 }

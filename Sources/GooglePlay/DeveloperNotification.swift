@@ -353,6 +353,10 @@ private func checkVisibleASCII(_ value: String, field: String, charactersMax: In
 private func decodeJSON<Value: Decodable>(_ type: Value.Type, from json: [UInt8], what: String)
     throws(PushBodyError) -> Value {
     do {
+        // Pub/Sub's push envelope and Google's developer notification are
+        // documented records, read onto `Decodable` types (their int64s
+        // arrive as strings): Foundation's decoder, with its coding paths
+        // naming the member at fault.
         return try JSONDecoder().decode(type, from: Data(json))
     } catch let error as DecodingError {
         throw pushBodyError(error, what: what)

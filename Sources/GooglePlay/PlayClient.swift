@@ -1,4 +1,5 @@
 public import Foundation
+import JSON
 public import Locking
 public import StoreHTTP
 #if canImport(FoundationNetworking)
@@ -97,6 +98,9 @@ public struct PlayClient: Sendable {
         let body = try call(.getProductPurchase, "GET", productPath(productID: productID, token: token),
                             deadline: deadline)
         do {
+            // Google documents the resource as a typed record (ProductPurchase,
+            // int64 fields as strings); Foundation's decoder maps it onto the
+            // `Decodable` type in Purchases.swift.
             return try JSONDecoder().decode(ProductPurchase.self, from: body)
         } catch {
             throw .malformedAnswer("the product purchase does not decode (\(Self.decodingProblem(error)))")
@@ -124,6 +128,8 @@ public struct PlayClient: Sendable {
         let body = try call(.listVoidedPurchases, "GET", path, deadline: deadline)
         let page: VoidedPage
         do {
+            // Google's documented list resource, onto its `Decodable` type in
+            // Purchases.swift, as for a product purchase.
             page = try JSONDecoder().decode(VoidedPage.self, from: body)
         } catch {
             throw .malformedAnswer("the voided purchases do not decode (\(Self.decodingProblem(error)))")
@@ -252,13 +258,13 @@ public enum PlayAPIError: Error, Sendable, Equatable, CustomStringConvertible {
     /// (`{"error":"invalid_grant"}`). Only a short word of letters, digits,
     /// `_`, `.` and `-` is kept, since it goes into logs and errors verbatim.
     static func reason(_ body: Data) -> String? {
-        guard let object = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] else { return nil }
+        guard let error = (try? JSONParser.parse(body))?["error"] else { return nil }
         let found: String?
-        if let oauth = object["error"] as? String {
+        if let oauth = error.stringValue {
             found = oauth
-        } else if let error = object["error"] as? [String: Any] {
-            let first = (error["errors"] as? [Any])?.first as? [String: Any]
-            found = (first?["reason"] as? String) ?? (error["status"] as? String)
+        } else if error.objectMembers != nil {
+            let first = error["errors"]?.arrayValue?.first
+            found = first?["reason"]?.stringValue ?? error["status"]?.stringValue
         } else {
             found = nil
         }

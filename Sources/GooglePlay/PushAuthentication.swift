@@ -1,5 +1,6 @@
 import Crypto
 public import Foundation
+import JSON
 public import Locking
 public import StoreHTTP
 #if canImport(FoundationNetworking)
@@ -251,19 +252,16 @@ public final class PushAuthenticator: Sendable {
 
     // MARK: - Claims
 
-    private func checkClaims(_ claims: [String: TokenValue], now: Date) throws(PushAuthenticationError) -> PushClaims {
-        guard case .string(let issuer) = claims["iss"], Self.googleIssuers.contains(issuer) else {
+    private func checkClaims(_ claims: JSONValue, now: Date) throws(PushAuthenticationError) -> PushClaims {
+        guard let issuer = claims["iss"]?.stringValue, Self.googleIssuers.contains(issuer) else {
             throw PushAuthenticationError(.wrong_issuer, "iss is not accounts.google.com")
         }
-        let audienceMatches = switch claims["aud"] {
-        case .string(let audience): audience == configuration.audience
-        case .strings(let audiences): audiences.contains(configuration.audience)
-        default: false
-        }
-        guard audienceMatches else {
+        // One audience, or an array of strings only.
+        let audiences = claims["aud"]?.stringValue.map { [$0] } ?? claims["aud"]?.stringArrayValue ?? []
+        guard audiences.contains(configuration.audience) else {
             throw PushAuthenticationError(.wrong_audience, "aud does not name the configured audience")
         }
-        guard case .string(let email) = claims["email"], email == configuration.serviceAccountEmail else {
+        guard let email = claims["email"]?.stringValue, email == configuration.serviceAccountEmail else {
             throw PushAuthenticationError(.wrong_email, "email is not the configured push service account")
         }
         let emailVerified = switch claims["email_verified"] {
@@ -275,26 +273,23 @@ public final class PushAuthenticator: Sendable {
             throw PushAuthenticationError(.email_not_verified, "email_verified is not true")
         }
         let skew = configuration.clockSkewSeconds
-        guard case .number(let expires) = claims["exp"] else {
+        guard let expires = claims["exp"]?.doubleValue else {
             throw PushAuthenticationError(.expired, "exp is missing or not a number")
         }
         guard expires + skew > now.timeIntervalSince1970 else {
             throw PushAuthenticationError(.expired, "exp has passed")
         }
         var issuedAt: Date?
-        switch claims["iat"] {
-        case nil:
-            break
-        case .number(let seconds):
+        if let iat = claims["iat"] {
+            guard let seconds = iat.doubleValue else {
+                throw PushAuthenticationError(.not_yet_valid, "iat is not a number")
+            }
             guard seconds - skew <= now.timeIntervalSince1970 else {
                 throw PushAuthenticationError(.not_yet_valid, "iat is in the future")
             }
             issuedAt = Date(timeIntervalSince1970: seconds)
-        default:
-            throw PushAuthenticationError(.not_yet_valid, "iat is not a number")
         }
-        var subject: String?
-        if case .string(let value) = claims["sub"] { subject = value }
+        let subject = claims["sub"]?.stringValue
         return PushClaims(email: email, audience: configuration.audience, issuer: issuer, subject: subject,
                           expiresAt: Date(timeIntervalSince1970: expires), issuedAt: issuedAt)
     }
@@ -419,6 +414,8 @@ public final class PushAuthenticator: Sendable {
     private static func parseKeySet(_ body: Data) -> FetchOutcome {
         let set: JSONWebKeySet
         do {
+            // RFC 7517's key set, as Google serves it, onto a `Decodable`
+            // type: Foundation's decoder, as for Google's other resources.
             set = try JSONDecoder().decode(JSONWebKeySet.self, from: body)
         } catch {
             return .failure("JWKS fetch: the answer is not a JSON Web Key Set")
@@ -459,7 +456,8 @@ private struct PushToken {
     /// The ASCII bytes `header.payload` that the signature covers.
     let signingInput: ArraySlice<UInt8>
     let keyID: String
-    let claims: [String: TokenValue]
+    /// A JSON object.
+    let claims: JSONValue
     let signature: [UInt8]
 
     init(bearer token: Substring) throws(PushAuthenticationError) {
@@ -479,14 +477,14 @@ private struct PushToken {
         guard let claims = Self.object(segments.payload) else {
             throw PushAuthenticationError(.malformed, "payload is not a JSON object")
         }
-        guard case .string(let algorithm) = headerFields["alg"], algorithm == "RS256" else {
+        guard headerFields["alg"]?.stringValue == "RS256" else {
             throw PushAuthenticationError(.wrong_algorithm, "header alg is not RS256")
         }
         // RFC 7515 §4.1.11: extensions marked critical must be understood; we understand none.
         guard headerFields["crit"] == nil else {
             throw PushAuthenticationError(.malformed, "header lists critical extensions (crit)")
         }
-        guard case .string(let keyID) = headerFields["kid"], !keyID.isEmpty else {
+        guard let keyID = headerFields["kid"]?.stringValue, !keyID.isEmpty else {
             throw PushAuthenticationError(.malformed, "header has no string kid")
         }
         self.signingInput = segments.signingInput
@@ -495,34 +493,10 @@ private struct PushToken {
         self.signature = segments.signature
     }
 
-    private static func object(_ json: [UInt8]) -> [String: TokenValue]? {
-        try? JSONDecoder().decode([String: TokenValue].self, from: Data(json))
-    }
-}
-
-/// One member of a token's header or claims, as far as the checks care.
-/// JSONDecoder keeps the JSON types apart (a number is never a Bool), which
-/// JSONSerialization's NSNumber does not.
-private enum TokenValue: Decodable, Equatable {
-    case string(String)
-    case number(Double)
-    case bool(Bool)
-    case strings([String])
-    /// null, an object, or an array of anything but strings.
-    case other
-
-    init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if let value = try? container.decode(Bool.self) {
-            self = .bool(value)
-        } else if let value = try? container.decode(Double.self) {
-            self = .number(value)
-        } else if let value = try? container.decode(String.self) {
-            self = .string(value)
-        } else if let value = try? container.decode([String].self) {
-            self = .strings(value)
-        } else {
-            self = .other
-        }
+    /// The strict parser's reading of a segment, when it is a JSON object.
+    /// Its values keep their JSON types apart: a number is never a Boolean.
+    private static func object(_ json: [UInt8]) -> JSONValue? {
+        guard let value = try? JSONParser.parse(json), value.objectMembers != nil else { return nil }
+        return value
     }
 }

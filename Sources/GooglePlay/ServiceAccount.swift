@@ -1,5 +1,6 @@
 public import Crypto
 public import Foundation
+import JSON
 
 /// A Google Cloud service account, read from the JSON key file the Cloud
 /// console issues (`"type": "service_account"`). The wallet uses four of its
@@ -58,12 +59,12 @@ public struct ServiceAccount: Sendable, CustomStringConvertible, CustomDebugStri
     /// Reads a key file's bytes.
     public init(json bytes: [UInt8]) throws(LoadError) {
         guard !bytes.isEmpty, bytes.count <= Self.fileBytesMax else { throw .size(bytes: bytes.count) }
-        // JSONSerialization's own error text may quote the input: dropped.
-        guard let object = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any] else {
+        // The parser's error names a byte offset and may quote a key: dropped.
+        guard let object = try? JSONParser.parse(bytes), object.objectMembers != nil else {
             throw .notJSON
         }
-        if let type = object["type"], !(type is NSNull) {
-            guard type as? String == "service_account" else {
+        if let type = object["type"], type != .null {
+            guard type.stringValue == "service_account" else {
                 throw .badField("type", "is not \"service_account\" (is this an OAuth client or user credential file?)")
             }
         }
@@ -91,8 +92,8 @@ public struct ServiceAccount: Sendable, CustomStringConvertible, CustomDebugStri
         }
 
         var privateKeyID: String?
-        if let value = object["private_key_id"], !(value is NSNull) {
-            guard let text = value as? String, !text.isEmpty,
+        if let value = object["private_key_id"], value != .null {
+            guard let text = value.stringValue, !text.isEmpty,
                   text.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
             else { throw .badField("private_key_id", "is not a key id") }
             privateKeyID = text
@@ -113,9 +114,9 @@ public struct ServiceAccount: Sendable, CustomStringConvertible, CustomDebugStri
                                 "tokenURI": tokenURI], displayStyle: .struct)
     }
 
-    private static func text(_ object: [String: Any], _ name: String) throws(LoadError) -> String {
-        guard let value = object[name], !(value is NSNull) else { throw .missingField(name) }
-        guard let text = value as? String else { throw .badField(name, "is not a string") }
+    private static func text(_ object: JSONValue, _ name: String) throws(LoadError) -> String {
+        guard let value = object[name], value != .null else { throw .missingField(name) }
+        guard let text = value.stringValue else { throw .badField(name, "is not a string") }
         guard !text.isEmpty else { throw .badField(name, "is empty") }
         return text
     }

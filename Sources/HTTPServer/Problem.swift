@@ -1,3 +1,5 @@
+public import JSON
+
 /// RFC 9457 problem details, sent as `application/problem+json`.
 ///
 /// `code` is the stable, machine-readable name clients branch on; `type` is

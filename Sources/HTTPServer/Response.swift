@@ -1,4 +1,5 @@
 import Foundation
+public import JSON
 
 /// An HTTP response. The server adds `Content-Length`, `Date` and
 /// `X-Request-Id`; a `Content-Length` or `Transfer-Encoding` set here is

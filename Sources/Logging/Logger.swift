@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 
 /// A structured logger that writes one JSON object per line.
 ///
@@ -88,38 +89,19 @@ public struct Logger: Sendable {
         guard level >= self.level else { return }
         var fields = metadata
         for (key, value) in extra() { fields[key] = value }
-        var line = "{\"ts\":\"\(Self.timestamp())\",\"level\":\"\(level.name)\",\"logger\":"
-        line += Self.quoted(label)
-        line += ",\"msg\":" + Self.quoted(message())
+        var members: [(key: String, value: JSONValue)] = [
+            ("ts", .string(Self.timestamp())), ("level", .string(level.name)), ("logger", .string(label)),
+            ("msg", .string(message())),
+        ]
         for key in fields.keys.sorted() {
-            line += "," + Self.quoted(key) + ":" + Self.quoted(fields[key]!)
+            members.append((key, .string(fields[key]!)))
         }
-        line += "}\n"
-        sink.write(line)
+        // The writer of every API body writes the line too: one escaping rule.
+        sink.write(JSONValue.object(members).serializedText() + "\n")
     }
 
     private static func timestamp() -> String {
         Date().formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
-    }
-
-    /// A JSON string literal, escaped by hand so a line costs no encoder.
-    static func quoted(_ text: String) -> String {
-        var out = "\""
-        out.reserveCapacity(text.utf8.count + 2)
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
-                    + String(scalar.value, radix: 16)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
     }
 }
 

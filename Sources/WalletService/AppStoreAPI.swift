@@ -1,6 +1,7 @@
 import AppStore
 import Foundation
 import HTTPServer
+import JSON
 import Logging
 import WalletCore
 import WalletStore
@@ -128,19 +129,19 @@ struct NotificationProcessor: Sendable {
             productType: transaction?.type.rawValue, revocationType: transaction?.revocationType,
             revocationPercentage: transaction.flatMap { $0.revocationPercentage.map(Int64.init) },
             payloadJSON: String(decoding: notification.payloadJSON, as: UTF8.self))
-        let outcome: String
+        let applied: LedgerStore.NotificationApplied
         do {
             // By the caller's deadline: a queue and the signature checks may
             // have used part of its time already.
-            let applied = try ledger.applyNotification(record, queueConsumption: queueConsumption, deadline: deadline)
-            outcome = applied.outcome
+            applied = try ledger.applyNotification(record, queueConsumption: queueConsumption, deadline: deadline)
             metrics.countCoins(.refunded, applied.refundedCoins)
         } catch {
             metrics.countNotification(failure: .error)
             throw error
         }
+        let outcome = applied.outcome
         metrics.countNotification(outcome: outcome)
-        if queueConsumption, outcome != "duplicate", payload.notificationType == "CONSUMPTION_REQUEST" {
+        if applied.consumptionQueued {
             metrics.countConsumption(.queued)
         }
         logger.info("notification applied", ["request.id": requestID ?? "reconcile", "appstore.type": payload.notificationType,

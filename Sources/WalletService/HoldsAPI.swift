@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import HTTPServer
+import JSON
 import WalletCore
 import WalletStore
 
@@ -9,9 +10,9 @@ import WalletStore
 /// Idempotency-Key) and `GET /v1/holds/{id}` (scope `read`).
 ///
 /// Each POST goes to the group-commit writer of its wallet, as debits do,
-/// and runs in that writer's next batch. Its answer is built and stored in
-/// SQL with the key, so a replay sends the stored body (with
-/// `Idempotent-Replayed`).
+/// and runs in that writer's next batch. Its answer comes back in typed
+/// values, stored with the key, and is written by `ResponseBody` as a
+/// debit's is, so a replay (with `Idempotent-Replayed`) is the same bytes.
 extension WalletAPI {
     func registerHolds(on router: Router) {
         router.add("POST", "/v1/holds", gate: admit(.debit), postHold)
@@ -67,8 +68,7 @@ extension WalletAPI {
         guard let hold = try ledger.hold(id: holdID, client: client.name, anyClient: client.allows(.admin)) else {
             throw WalletError.notFound(detail: "no hold \(holdID)")
         }
-        return Response(status: 200, headers: [("Content-Type", "application/json")],
-                        body: Array(#"{"hold":"#.utf8) + JSONText.compact(hold) + Array("}".utf8))
+        return .json(["hold": try ResponseBody.hold(hold)])
     }
 
     /// Queues the operation to the writer of the hold's wallet: a place by
@@ -93,40 +93,43 @@ extension WalletAPI {
     /// The answer for a hold operation's outcome, first sent or replayed.
     func holdResponse(_ result: LedgerStore.HoldResult) throws -> Response {
         let headers: [(name: String, value: String)] = result.replayed ? [("Idempotent-Replayed", "true")] : []
-        let stored = try result.response.map { try JSONParser.parse(Array($0.utf8)) }
-        func body(status: Int) throws -> Response {
-            guard let text = result.response else { throw LedgerStore.StoreError.missingColumn(result.outcome.rawValue) }
-            return Response(status: status, headers: [("Content-Type", "application/json")] + headers,
-                            body: JSONText.compact(text))
-        }
         func problem(_ error: WalletError) -> Response {
             var problem = error.problem
             problem.instance = result.requestID
             problem.headers += headers
             return .problem(problem)
         }
-        func integer(_ value: JSONValue?) -> Int64 {
-            if case .number(let digits)? = value { return Int64(digits) ?? 0 }
-            return 0
-        }
-        func text(_ value: JSONValue?) -> String {
-            if case .string(let string)? = value { return string }
-            return ""
+        func missing(_ what: String) -> LedgerStore.StoreError {
+            .missingColumn("\(result.outcome.rawValue) \(what)")
         }
         switch result.outcome {
-        case .held, .captured:
-            if result.outcome == .captured, !result.replayed {
-                metrics.countCoins(.debited, integer(stored?["hold"]?["captured_amount"]))
+        case .held, .captured, .released:
+            let status = result.outcome == .released ? 200 : 201
+            if let stored = result.storedResponse {
+                // Stored whole by an earlier release: replayed as first sent.
+                return LegacyReplay.response(stored, status: status, headers: headers)
             }
-            return try body(status: 201)
-        case .released:
-            return try body(status: 200)
+            guard let hold = result.hold else { throw missing("hold") }
+            guard let balance = result.balance, let held = result.held else { throw missing("balance") }
+            guard result.outcome == .captured else {
+                return .json(try ResponseBody.hold(hold, balance: balance, held: held), status: status, headers: headers)
+            }
+            guard let entryID = hold.entryID, let amount = hold.capturedAmount, let capturedAt = hold.capturedAt else {
+                throw missing("capture")
+            }
+            if !result.replayed { metrics.countCoins(.debited, amount) }
+            return .json(try ResponseBody.captured(hold, entryID: entryID, amount: amount, capturedAt: capturedAt,
+                                                   balance: balance, held: held),
+                         status: status, headers: headers)
         case .insufficientFunds:
-            return problem(.insufficientFunds(balance: integer(stored?["balance"]), available: integer(stored?["available"])))
+            guard let balance = result.balance, let held = result.held else { throw missing("balance") }
+            return problem(.insufficientFunds(balance: balance, available: balance - held))
         case .holdNotActive:
-            return problem(.holdNotActive(status: text(stored?["hold"]?["status"])))
+            guard let hold = result.hold else { throw missing("hold") }
+            return problem(.holdNotActive(status: hold.status.rawValue))
         case .amountExceedsHold:
-            return problem(.amountExceedsHold(held: integer(stored?["hold"]?["amount"])))
+            guard let hold = result.hold else { throw missing("hold") }
+            return problem(.amountExceedsHold(held: hold.amount))
         case .notFound:
             throw WalletError.notFound(detail: "no such hold")
         case .idempotencyKeyReused:

@@ -1,4 +1,5 @@
 import HTTPServer
+import JSON
 import WalletCore
 
 /// The body checks every POST shares, in the documented order: the content

@@ -1,18 +1,19 @@
 import HTTPServer
 
-/// Replays of debits whose answer an earlier release stored whole, as
-/// `jsonb`: the bytes go out as first sent, which was the `jsonb` text
-/// without the spaces it prints after `:` and `,`. Answers stored since are
-/// rebuilt from typed columns by `ResponseBody`.
+/// Replays of answers an earlier release stored whole, as `jsonb`: debits
+/// stored before typed results (0007), and holds, captures and releases
+/// stored before typed hold answers (0017). The bytes go out as first sent,
+/// which was the `jsonb` text without the spaces it prints after `:` and
+/// `,`. Answers stored since are rebuilt from typed columns by
+/// `ResponseBody`.
 enum LegacyReplay {
-    static func response(_ text: String, headers: [(name: String, value: String)]) -> Response {
-        Response(status: 201, headers: [("Content-Type", "application/json")] + headers, body: JSONText.compact(text))
+    static func response(_ text: String, status: Int = 201, headers: [(name: String, value: String)]) -> Response {
+        Response(status: status, headers: [("Content-Type", "application/json")] + headers, body: JSONText.compact(text))
     }
 }
 
 /// JSON text PostgreSQL wrote (`jsonb::text`, with a space after `:` and
-/// `,`), sent as the service writes JSON: legacy debit replays, and the
-/// answers hold operations store.
+/// `,`), sent as the service writes JSON: legacy replays.
 enum JSONText {
     /// The text without whitespace outside strings.
     static func compact(_ text: String) -> [UInt8] {

@@ -1,5 +1,6 @@
 import AppStore
 import Foundation
+import JSON
 import Locking
 import Logging
 import WalletStore
@@ -38,12 +39,12 @@ struct ConsumptionAnswer: Equatable {
 
     /// The JSON body, keys in a fixed order.
     var json: String {
-        var fields = ["\"customerConsented\":true"]
-        if let consumptionPercentage { fields.append("\"consumptionPercentage\":\(consumptionPercentage)") }
-        fields.append("\"deliveryStatus\":\"\(deliveryStatus)\"")
-        fields.append("\"refundPreference\":\"\(refundPreference)\"")
-        fields.append("\"sampleContentProvided\":false")
-        return "{" + fields.joined(separator: ",") + "}"
+        var members: [(key: String, value: JSONValue)] = [("customerConsented", true)]
+        if let consumptionPercentage { members.append(("consumptionPercentage", JSONValue(consumptionPercentage))) }
+        members.append(("deliveryStatus", .string(deliveryStatus)))
+        members.append(("refundPreference", .string(refundPreference)))
+        members.append(("sampleContentProvided", false))
+        return JSONValue.object(members).serializedText()
     }
 }
 

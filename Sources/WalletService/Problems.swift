@@ -1,4 +1,5 @@
 public import HTTPServer
+import JSON
 public import WalletCore
 
 /// The one place where domain errors become HTTP problems. Every answer that

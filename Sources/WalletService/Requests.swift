@@ -1,5 +1,5 @@
 import GooglePlay
-import HTTPServer
+import JSON
 import WalletCore
 
 /// Request bodies. Each is read from strictly parsed JSON and validates every
@@ -271,11 +271,7 @@ extension JSONValue: FieldValue {
 extension FieldValue where Self: FixedWidthInteger {
     /// Digits with an optional minus sign, within the type's range.
     init?(field: JSONValue) {
-        guard case .number(let literal) = field else { return nil }
-        var digits = literal.utf8[...]
-        if digits.first == UInt8(ascii: "-") { digits = digits.dropFirst() }
-        guard !digits.isEmpty, digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
-              let value = Self(literal, radix: 10) else { return nil }
+        guard let value = field.integer(as: Self.self) else { return nil }
         self = value
     }
 }
@@ -288,17 +284,6 @@ extension JSONValue {
     /// written: the same document always gives the same bytes.
     func canonicalBytes() -> [UInt8] {
         canonicalized().serialized()
-    }
-
-    func canonicalized() -> JSONValue {
-        switch self {
-        case .object(let members):
-            .object(members.map { ($0.key, $0.value.canonicalized()) }.sorted { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) })
-        case .array(let elements):
-            .array(elements.map { $0.canonicalized() })
-        default:
-            self
-        }
     }
 
     /// PostgreSQL text and JSONB cannot hold U+0000.

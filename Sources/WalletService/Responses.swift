@@ -1,4 +1,5 @@
 import HTTPServer
+import JSON
 import WalletCore
 import WalletStore
 
@@ -48,6 +49,44 @@ enum ResponseBody {
             ],
             "balance": self.balance(userID: operation.userID.rawValue, currency: operation.currency.rawValue,
                                     balance: balance, held: held),
+        ]
+    }
+
+    /// A hold. Its metadata is the caller's object as the ledger keeps it.
+    static func hold(_ hold: LedgerStore.Hold) throws -> JSONValue {
+        [
+            "id": JSONValue(hold.id), "user_id": .string(hold.userID), "currency": .string(hold.currency),
+            "amount": JSONValue(hold.amount), "status": .string(hold.status.rawValue),
+            "reason": hold.reason.map(JSONValue.string) ?? .null,
+            "metadata": try hold.metadataJSON.map { try JSONParser.parse(Array($0.utf8)) } ?? .null,
+            "created_at": .string(hold.createdAt), "expires_at": .string(hold.expiresAt),
+            "captured_amount": hold.capturedAmount.map { JSONValue($0) } ?? .null,
+            "captured_at": hold.capturedAt.map(JSONValue.string) ?? .null,
+            "released_at": hold.releasedAt.map(JSONValue.string) ?? .null,
+            "expired_at": hold.expiredAt.map(JSONValue.string) ?? .null,
+        ]
+    }
+
+    /// `{"hold", "balance"}`, for a hold placed or released.
+    static func hold(_ hold: LedgerStore.Hold, balance: Int64, held: Int64) throws -> JSONValue {
+        [
+            "hold": try self.hold(hold),
+            "balance": self.balance(userID: hold.userID, currency: hold.currency, balance: balance, held: held),
+        ]
+    }
+
+    /// `{"hold", "debit", "balance"}`, for a hold captured: the debit is the
+    /// capture's entry, of the captured amount, at the capture's time.
+    static func captured(_ hold: LedgerStore.Hold, entryID: Int64, amount: Int64, capturedAt: String,
+                         balance: Int64, held: Int64) throws -> JSONValue {
+        [
+            "hold": try self.hold(hold),
+            "debit": [
+                "id": JSONValue(entryID), "user_id": .string(hold.userID), "currency": .string(hold.currency),
+                "amount": JSONValue(amount), "reason": hold.reason.map(JSONValue.string) ?? .null,
+                "entry_id": JSONValue(entryID), "created_at": .string(capturedAt),
+            ],
+            "balance": self.balance(userID: hold.userID, currency: hold.currency, balance: balance, held: held),
         ]
     }
 

@@ -1,4 +1,4 @@
-import HTTPServer
+import JSON
 
 /// What a JSON number must be for PostgreSQL to keep it in a JSONB column.
 ///

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import HTTPServer
+import JSON
 import Logging
 import WalletCore
 import WalletStore

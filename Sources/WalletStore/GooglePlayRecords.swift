@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 import Postgres
 public import WalletCore
 
@@ -70,22 +71,20 @@ public struct GooglePlayVoid: Sendable, Equatable {
         self.source = source
     }
 
-    /// The JSON `wallet.apply_googleplay_voids` reads.
-    var json: String {
-        var fields = ["\"voided_at_ms\":\(voidedAtMilliseconds)", "\"refund_type\":\(refundType)",
-                      "\"source\":\(Self.quoted(source))"]
-        if let voidedQuantity { fields.append("\"voided_quantity\":\(voidedQuantity)") }
-        if let orderID { fields.append("\"order_id\":\(Self.quoted(orderID))") }
-        return "{" + fields.joined(separator: ",") + "}"
+    /// The JSON `wallet.apply_googleplay_voids` reads, written by the one
+    /// JSON writer.
+    var json: JSONValue {
+        var fields: [(key: String, value: JSONValue)] = [
+            ("voided_at_ms", JSONValue(voidedAtMilliseconds)), ("refund_type", JSONValue(refundType)),
+            ("source", .string(source)),
+        ]
+        if let voidedQuantity { fields.append(("voided_quantity", JSONValue(voidedQuantity))) }
+        if let orderID { fields.append(("order_id", .string(orderID))) }
+        return .object(fields)
     }
 
     static func json(_ voids: [GooglePlayVoid]) -> String {
-        "[" + voids.map(\.json).joined(separator: ",") + "]"
-    }
-
-    private static func quoted(_ text: String) -> String {
-        let data = (try? JSONSerialization.data(withJSONObject: [text], options: [])) ?? Data("[\"\"]".utf8)
-        return String(decoding: data.dropFirst().dropLast(), as: UTF8.self)
+        JSONValue.array(voids.map(\.json)).serializedText()
     }
 }
 

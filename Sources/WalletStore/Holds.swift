@@ -4,9 +4,11 @@ public import WalletCore
 
 /// Holds in the ledger database: placed, captured and released through the
 /// SQL functions in Migrations/functions/07_holds.sql, by the group-commit
-/// writers (see `GroupCommit`), one call each inside the writer's batch. Their
-/// answers are built in SQL and stored under the idempotency key, so a
-/// replay is the stored body.
+/// writers (see `GroupCommit`), one call per batch. They answer in typed
+/// columns, as debits do: the hold as the answer shows it and the wallet's
+/// balance, from which the service writes the body. An answer is stored
+/// under its idempotency key as those values, so a replay is written from
+/// them the same way.
 extension LedgerStore {
     public enum HoldOperation: Sendable {
         case place(user: UserID, currency: Currency, amount: Amount, reason: String?, metadata: String?, expiresInSeconds: Int)
@@ -44,17 +46,52 @@ extension LedgerStore {
         case unknownCurrency = "unknown_currency"
     }
 
+    public enum HoldStatus: String, Sendable {
+        case held, captured, released, expired
+    }
+
+    /// A hold, as an answer shows it.
+    public struct Hold: Sendable, Equatable {
+        public var id: Int64
+        public var userID: String
+        public var currency: String
+        public var amount: Int64
+        public var status: HoldStatus
+        public var reason: String?
+        /// The caller's metadata object as the ledger keeps it (`jsonb`
+        /// text), or nil.
+        public var metadataJSON: String?
+        public var createdAt: String
+        public var expiresAt: String
+        /// Once captured: how much, when, and the capture's debit entry.
+        public var capturedAmount: Int64?
+        public var capturedAt: String?
+        public var entryID: Int64?
+        public var releasedAt: String?
+        public var expiredAt: String?
+    }
+
     public struct HoldResult: Sendable {
         public var outcome: HoldOutcome
+        /// True when the answer was stored by an earlier request with the same key.
         public var replayed: Bool
-        /// The answer's body as stored (JSON text), for outcomes that keep one.
-        public var response: String?
         /// The request id that first got this answer.
         public var requestID: String?
+        /// The hold the answer is about, as it showed it.
+        public var hold: Hold?
+        /// The wallet's balance and what its active holds kept, as the
+        /// answer gave them.
+        public var balance: Int64?
+        public var held: Int64?
+        /// A hold, capture or release answered by a release before typed
+        /// hold answers, whose body was stored whole (JSON text): replayed
+        /// as it was first sent.
+        public var storedResponse: String?
     }
 
     /// A batch of hold operations in one call, one answer each, in order.
     static func holds(_ requests: [HoldRequest], on connection: Connection) throws -> [HoldResult] {
+        // One `wallet.hold_request` each, its fields in the type's order.
         let records = requests.map { request -> PostgresRecord in
             var fields: [(any PostgresEncodable)?] = [nil, request.client, request.key.rawValue, ByteA(request.requestHash),
                                                       request.requestID, request.anyClient]
@@ -72,23 +109,53 @@ extension LedgerStore {
             return PostgresRecord(fields)
         }
         let rows = try connection.prepared("""
-            SELECT outcome, replayed, response::text, request_id FROM wallet.hold_many(\(records)::wallet.hold_request[])
+            SELECT r.outcome, r.replayed, r.request_id, r.balance, r.held, r.stored_response::text,
+                   \(unsafeSQL: holdColumns("(r.hold)"))
+            FROM wallet.hold_many(\(records)::wallet.hold_request[]) r
             """)
         guard rows.count == requests.count else { throw StoreError.unexpectedRowCount(rows.count, requests.count) }
         return try rows.map { row in
-            HoldResult(outcome: try outcome(HoldOutcome.self, row), replayed: try row.decodeIfPresent(Bool.self, at: 1) ?? false,
-                              response: try row.decodeIfPresent(String.self, at: 2),
-                              requestID: try row.decodeIfPresent(String.self, at: 3))
+            HoldResult(outcome: try outcome(HoldOutcome.self, row), replayed: try row.decode(Bool.self, at: 1),
+                       requestID: try row.decodeIfPresent(String.self, at: 2), hold: try hold(row, at: 6),
+                       balance: try row.decodeIfPresent(Int64.self, at: 3), held: try row.decodeIfPresent(Int64.self, at: 4),
+                       storedResponse: try row.decodeIfPresent(String.self, at: 5))
         }
     }
 
-    /// A hold as the API shows it (JSON text), or nil when there is none
-    /// for this client.
-    static func hold(id: Int64, client: String, anyClient: Bool, on connection: Connection) throws -> String? {
+    /// The hold as it is now, or nil when there is none for this client. A
+    /// hold past its time reads as expired, whether or not the sweeper came by.
+    static func hold(id: Int64, client: String, anyClient: Bool, on connection: Connection) throws -> Hold? {
         try connection.prepared("""
-            SELECT wallet.hold_json(h)::text FROM wallet.holds h
+            SELECT \(unsafeSQL: holdColumns("s"))
+            FROM wallet.holds h CROSS JOIN LATERAL wallet.hold_as_seen(h) s
             WHERE h.id = \(id)::bigint AND (\(anyClient)::boolean OR h.client = \(client))
-            """).single.map { try $0.decode(String.self, at: 0) }
+            """).single.flatMap { try hold($0, at: 0) }
+    }
+
+    /// The columns `hold(_:at:)` reads, of the `wallet.holds` value `value`.
+    private static func holdColumns(_ value: String) -> String {
+        ["id", "user_id", "currency", "amount", "status", "reason", "metadata::text", "created_at", "expires_at",
+         "captured_amount", "captured_at", "entry_id", "released_at", "expired_at"]
+            .map { "\(value).\($0)" }.joined(separator: ", ")
+    }
+
+    /// The hold in `holdColumns`, from column `first` on; nil when its id is NULL.
+    private static func hold(_ row: Row, at first: Int) throws -> Hold? {
+        guard let id = try row.decodeIfPresent(Int64.self, at: first) else { return nil }
+        let statusText = try row.decode(String.self, at: first + 4)
+        guard let status = HoldStatus(rawValue: statusText) else { throw StoreError.unknownOutcome(statusText) }
+        func time(_ offset: Int) throws -> String? {
+            try row.decodeIfPresent(Timestamp.self, at: first + offset)?.rfc3339
+        }
+        return Hold(id: id, userID: try row.decode(String.self, at: first + 1),
+                    currency: try row.decode(String.self, at: first + 2), amount: try row.decode(Int64.self, at: first + 3),
+                    status: status, reason: try row.decodeIfPresent(String.self, at: first + 5),
+                    metadataJSON: try row.decodeIfPresent(String.self, at: first + 6),
+                    createdAt: try row.decode(Timestamp.self, at: first + 7).rfc3339,
+                    expiresAt: try row.decode(Timestamp.self, at: first + 8).rfc3339,
+                    capturedAmount: try row.decodeIfPresent(Int64.self, at: first + 9), capturedAt: try time(10),
+                    entryID: try row.decodeIfPresent(Int64.self, at: first + 11), releasedAt: try time(12),
+                    expiredAt: try time(13))
     }
 }
 
@@ -103,7 +170,7 @@ extension Ledger {
     }
 
     /// The hold `id` as it is now, when `client` may see it.
-    public func hold(id: Int64, client: String, anyClient: Bool) throws -> String? {
+    public func hold(id: Int64, client: String, anyClient: Bool) throws -> LedgerStore.Hold? {
         try reads.run { try LedgerStore.hold(id: id, client: client, anyClient: anyClient, on: $0) }
     }
 

@@ -80,14 +80,15 @@ public struct LedgerStore: Sendable {
     }
 
     static func credit(_ operations: [CreditOperation], on connection: Connection) throws -> [CreditResult] {
-        let requests = operations.map {
+        // One `wallet.credit_operation` each, its fields in the type's order.
+        let records = operations.map {
             PostgresRecord([$0.client, $0.flowNo.rawValue, $0.userID.rawValue, $0.productID.rawValue,
-                            Int32($0.quantity.value), $0.claimedAmount, $0.source.rawValue, $0.environment])
+                            Int32($0.quantity.value), $0.claimedAmount, $0.source.rawValue, $0.environment,
+                            $0.purchaseToken])
         }
-        let tokens = operations.map(\.purchaseToken)
         let rows = try connection.prepared("""
             SELECT outcome, currency, amount, status, entry_id, created_at, balance, expected_amount, held
-            FROM wallet.credit_many(\(requests)::wallet.credit_request[], \(tokens)::text[])
+            FROM wallet.credit_many(\(records)::wallet.credit_operation[])
             """)
         guard rows.count == operations.count else { throw StoreError.unexpectedRowCount(rows.count, operations.count) }
         return try rows.map { row in
@@ -338,48 +339,40 @@ extension LedgerStore {
         }
     }
 
-    /// Applies a verified notification once; returns its outcome. With
-    /// `queueConsumption`, a CONSUMPTION_REQUEST for a consumable recorded
-    /// now (not a duplicate) also queues its answer to Apple, in the same
-    /// statement, so the two are kept or lost together.
-    /// What applying a notification did: the SQL function's outcome, and
-    /// the coins a refund entry it wrote took back (0 for anything else).
+    /// What applying a notification did: the SQL function's outcome, the
+    /// coins a refund entry it wrote took back (0 for anything else), and
+    /// whether it queued an answer to Apple's consumption request.
     public struct NotificationApplied: Sendable, Equatable {
         public var outcome: String
         public var refundedCoins: Int64
+        public var consumptionQueued: Bool
     }
 
+    /// Applies a verified notification once. With `queueConsumption`, a
+    /// CONSUMPTION_REQUEST recorded now also queues its answer to Apple in
+    /// the same call, by the rules of `wallet.apply_appstore_notification`
+    /// (a consumable, in Production or Sandbox, within Apple's 12 hours),
+    /// so the two are kept or lost together.
     static func applyNotification(_ record: NotificationRecord, queueConsumption: Bool,
                                   on connection: Connection) throws -> NotificationApplied {
         let row = try connection.prepared("""
-            WITH applied AS (
-                SELECT a.outcome, a.entry_id FROM wallet.apply_appstore_notification(
-                    \(record.notificationUUID), \(record.notificationType), \(record.subtype), \(record.environment),
-                    to_timestamp(\(record.signedDateMilliseconds)::bigint / 1000.0), \(record.flowNo), \(record.productType),
-                    \(record.revocationType), \(record.revocationPercentage)::bigint, \(record.payloadJSON)::jsonb) a
-            ), queued AS (
-                -- Apple's window for an answer is 12 hours from its request.
-                INSERT INTO wallet.outbox (kind, key, flow_no, environment, requested_at, window_ends_at)
-                SELECT 'appstore_consumption', \(record.notificationUUID), \(record.flowNo), \(record.environment),
-                       to_timestamp(\(record.signedDateMilliseconds)::bigint / 1000.0),
-                       to_timestamp(\(record.signedDateMilliseconds)::bigint / 1000.0) + INTERVAL '12 hours'
-                FROM applied
-                WHERE \(queueConsumption)::boolean AND applied.outcome <> 'duplicate'
-                  AND \(record.notificationType) = 'CONSUMPTION_REQUEST' AND \(record.productType) = 'Consumable'
-                  AND length(\(record.flowNo)) BETWEEN 1 AND 128 AND \(record.environment) IN ('Production', 'Sandbox')
-                ON CONFLICT (kind, key) DO NOTHING
-            )
-            SELECT outcome, entry_id FROM applied
+            SELECT outcome, entry_id, consumption_queued FROM wallet.apply_appstore_notification(
+                \(record.notificationUUID), \(record.notificationType), \(record.subtype), \(record.environment),
+                to_timestamp(\(record.signedDateMilliseconds)::bigint / 1000.0), \(record.flowNo), \(record.productType),
+                \(record.revocationType), \(record.revocationPercentage)::bigint, \(record.payloadJSON)::jsonb,
+                \(queueConsumption)::boolean)
             """)[0]
         let outcome = try row.decode(String.self, at: 0)
+        let queued = try row.decode(Bool.self, at: 2)
         // The entry the function wrote is invisible to the statement that
         // called it (one snapshot): read after it, for refunds only.
         guard let entryID = try row.decodeIfPresent(Int64.self, at: 1) else {
-            return NotificationApplied(outcome: outcome, refundedCoins: 0)
+            return NotificationApplied(outcome: outcome, refundedCoins: 0, consumptionQueued: queued)
         }
         let refunded = try connection.prepared(
             "SELECT coalesce(-sum(amount), 0) FROM wallet.entries WHERE id = \(entryID) AND kind = 'refund'")
-        return NotificationApplied(outcome: outcome, refundedCoins: try refunded[0].decode(Int64.self, at: 0))
+        return NotificationApplied(outcome: outcome, refundedCoins: try refunded[0].decode(Int64.self, at: 0),
+                                   consumptionQueued: queued)
     }
 }
 

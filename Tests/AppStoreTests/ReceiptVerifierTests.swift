@@ -142,6 +142,9 @@ import Glibc
             // `false`, not 0: Apple reads a JSON Boolean.
             let rawBody = String(decoding: request.body, as: UTF8.self)
             #expect(rawBody.contains("\"exclude-old-transactions\":false"))
+            // In the order Apple's documentation lists the members.
+            #expect(rawBody == #"{"receipt-data":"\#(Self.receiptData)","password":"\#(Self.sharedSecret)","#
+                + #""exclude-old-transactions":false}"#)
         }
     }
 

@@ -240,6 +240,21 @@ import Testing
     }
 
     @Test(.timeLimit(.minutes(1)))
+    func aHeaderThatNamesAMemberTwiceIsRefused() throws {
+        let store = try FakeAppStore()
+        let chain = String(decoding: FakeAppStore.json(store.defaultChain.map { Base64.encode($0.derBytes) }), as: UTF8.self)
+        let payload = FakeAppStore.json(FakeAppStore.transaction())
+        let single = store.sign(headerJSON: Array(#"{"alg":"ES256","x5c":\#(chain)}"#.utf8), payloadJSON: payload)
+        #expect(reason(store, single) == nil)
+        // Which value a reader sees would depend on its parser: the token is refused whole.
+        for header in [#"{"alg":"none","alg":"ES256","x5c":\#(chain)}"#, #"{"alg":"ES256","alg":"none","x5c":\#(chain)}"#,
+                       #"{"alg":"ES256","x5c":[],"x5c":\#(chain)}"#] {
+            let jws = store.sign(headerJSON: Array(header.utf8), payloadJSON: payload)
+            #expect(reason(store, jws) == .malformed, "\(header.prefix(40))")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
     func futureSignedDateIsRejected() throws {
         let store = try FakeAppStore()
         let jws = store.sign(FakeAppStore.transaction())

@@ -66,6 +66,12 @@ func pem(_ certificates: [Certificate]) -> String {
         #expect(printed["transactionId"] as? String == "2000000000000001")
         #expect((printed["price"] as? NSNumber)?.int64Value == 4990)
         #expect(result.stdout.hasSuffix("}\n"))
+        // For people: a member a line, indented, `"key" : value`, keys sorted.
+        #expect(result.stdout.contains("\n  \"transactionId\" : \"2000000000000001\""))
+        let keys = result.stdout.split(separator: "\n").filter { $0.hasPrefix("  \"") }
+            .map { String($0.dropFirst(3).prefix { $0 != "\"" }) }
+        #expect(keys.count == printed.count)
+        #expect(keys == keys.sorted())
     }
 
     @Test(.timeLimit(.minutes(1)))

@@ -40,6 +40,17 @@ struct AccessTokenTests {
                                        privateKeyID: nil)
         let bare = try AccessTokens.assertion(for: withoutID, now: now).split(separator: ".").map(String.init)
         #expect(try Self.decodeJSON(bare[0])["kid"] == nil)
+
+        // The bytes too: members in key order, the slashes of URLs as they are.
+        #expect(try Self.text(parts[0]) == #"{"alg":"RS256","kid":"k1","typ":"JWT"}"#)
+        #expect(try Self.text(bare[0]) == #"{"alg":"RS256","typ":"JWT"}"#)
+        #expect(try Self.text(parts[1]) == #"{"aud":"https://oauth2.googleapis.com/token","exp":1800003600,"#
+            + #""iat":1800000000,"iss":"wallet@p.iam.gserviceaccount.com","#
+            + #""scope":"https://www.googleapis.com/auth/androidpublisher"}"#)
+    }
+
+    private static func text(_ part: String) throws -> String {
+        String(decoding: try #require(Base64URL.decode(part)), as: UTF8.self)
     }
 
     @Test func oneTokenServesManyCalls() throws {

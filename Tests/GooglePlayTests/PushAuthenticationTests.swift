@@ -138,6 +138,31 @@ struct PushAuthenticationTests {
         #expect(fake.fetchCount == 0)
     }
 
+    @Test func aHeaderOrClaimNamedTwiceIsMalformed() throws {
+        let fake = try FakeGoogleCerts()
+        defer { fake.stop() }
+        let authenticator = Self.authenticator(fake)
+        let kid = fake.currentKey.kid
+        let now = Int64(Date().timeIntervalSince1970)
+        let claims = #"{"aud":"\#(FakeGoogleCerts.defaultAudience)","email":"\#(FakeGoogleCerts.defaultEmail)","#
+            + #""email_verified":true,"exp":\#(now + 3_600),"iat":\#(now),"iss":"https://accounts.google.com"}"#
+        let header = #"{"alg":"RS256","kid":"\#(kid)","typ":"JWT"}"#
+        func signed(_ header: String, _ claims: String) throws -> String {
+            let input = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(Array(claims.utf8))
+            return input + "." + Base64URL.encode(try fake.currentKey.key.signRS256(Array(input.utf8)))
+        }
+        #expect(Self.refusal(authenticator, Self.bearer(try signed(header, claims))) == nil)
+        // Which value a reader sees would depend on its parser: the token is refused whole.
+        let twice = [
+            (#"{"alg":"none","alg":"RS256","kid":"\#(kid)"}"#, claims),
+            (header, claims.replacingOccurrences(of: #""aud":"#, with: #""aud":"https://other.example","aud":"#)),
+            (header, claims.replacingOccurrences(of: #""email":"#, with: #""email":"someone@else.example","email":"#)),
+        ]
+        for (index, (header, claims)) in twice.enumerated() {
+            #expect(Self.refusal(authenticator, Self.bearer(try signed(header, claims))) == .malformed, "case \(index)")
+        }
+    }
+
     @Test func anAlgorithmOtherThanRS256IsWrongAlgorithm() throws {
         let fake = try FakeGoogleCerts()
         defer { fake.stop() }

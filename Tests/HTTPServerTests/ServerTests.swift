@@ -1,5 +1,6 @@
 import Dispatch
 import HTTPServer
+import JSON
 import Locking
 import Logging
 import Testing
@@ -439,6 +440,38 @@ struct ServerTests {
             #expect(try response.json()["detail"] == "An unexpected error occurred.")
         }
         #expect(test.log.text.contains("hunter2"))
+    }
+
+    /// An error whose text is whatever the client sent.
+    struct Echoed: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// The server's log line and a response body carry the same string in
+    /// the same bytes: both are written by the one JSON writer.
+    @Test func aLogLineAndAResponseBodyEscapeAStringAlike() throws {
+        // Quotes, a backslash, a slash, control characters (named and not),
+        // NUL, DEL, a line separator, and characters outside the BMP.
+        let value = "q\"b\\s/n\nr\rt\tbell\u{07}nul\u{00}esc\u{1B}us\u{1F}del\u{7F}ls\u{2028}é😀𝄞"
+        let written = #""q\"b\\s/n\nr\rt\tbell\u0007nul\u0000esc\u001bus\u001fdel"# + "\u{7F}ls\u{2028}é😀𝄞\""
+        let test = try TestServer { router in
+            router.add("POST", "/answer", sync: { request in .json(["value": .string(String(decoding: request.body, as: UTF8.self))]) })
+            router.add("POST", "/fail", sync: { request in throw Echoed(description: String(decoding: request.body, as: UTF8.self)) })
+        }
+        defer { test.server.shutdown() }
+        let client = try test.client()
+        let answered = try client.request(method: "POST", path: "/answer", body: Array(value.utf8))
+        #expect(try client.request(method: "POST", path: "/fail", body: Array(value.utf8)).status == 500)
+
+        #expect(JSONValue.string(value).serialized() == Array(written.utf8))
+        #expect(answered.body == Array(#"{"value":"#.utf8) + Array(written.utf8) + Array("}".utf8))
+        let lines = test.log.text.split(separator: "\n").filter { $0.contains("handler failed with an unexpected error") }
+        #expect(lines.count == 1, "the value's line feed is escaped, so the line is whole")
+        let line = try #require(lines.first)
+        #expect(Array(line.utf8).firstRange(of: Array(#""error.description":"#.utf8) + Array(written.utf8)) != nil)
+        // Both parse back, strictly, to what was sent.
+        #expect(try JSONParser.parse(Array(line.utf8))["error.description"] == .string(value))
+        #expect(try answered.json()["value"] == .string(value))
     }
 
     @Test func handlerMistakesBecomeInternalErrors() throws {

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import JSON
 import Locking
 public import Postgres
 import Synchronization

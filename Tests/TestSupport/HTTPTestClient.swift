@@ -1,4 +1,5 @@
-public import HTTPServer
+import HTTPServer
+public import JSON
 
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,5 @@
 import Foundation
-public import HTTPServer
+public import JSON
 
 /// Decodes `Decodable` types from a parsed ``JSONValue`` with strict scalar rules:
 ///

@@ -443,9 +443,12 @@ struct AdminScriptTests {
         let books = try Books()
         try books.connection.query("SELECT wallet.grant_coins('hu', 500, 'coin', 'setup', 'alice')")
         for (key, amount) in [("a", 100), ("b", 150)] {
+            // A hold as the service places one: kind, client, key, request hash and id, any client, then
+            // the wallet, amount, reason, metadata and expiry (no hold id).
             try books.connection.query("""
-                SELECT outcome FROM wallet.place_hold('game-server', \(key), '\\x01', 'rq', 'hu', 'coin',
-                                                      \(amount)::bigint, 'match entry', NULL, 300)
+                SELECT outcome FROM wallet.hold_many(ARRAY[ROW('place', 'game-server', \(key), '\\x01', 'rq', FALSE, 'hu',
+                                                               'coin', \(amount)::bigint, 'match entry', NULL, 300,
+                                                               NULL)::wallet.hold_request])
                 """)
         }
         let listed = try books.psql.run("holds.sql", [:], arguments: ["--csv"])
@@ -485,8 +488,8 @@ struct AdminScriptTests {
         // A purchase of 3 units credited from Google Play, then 2 of them voided.
         #expect(try books.connection.query("""
             SELECT outcome FROM wallet.credit_many(ARRAY[
-                ROW('app', 'GPA.77-1', 'g1', 'guodong600', 3, NULL, 'googleplay', 'Production')::wallet.credit_request],
-                ARRAY['tok-77'])
+                ROW('app', 'GPA.77-1', 'g1', 'guodong600', 3, NULL, 'googleplay', 'Production',
+                    'tok-77')::wallet.credit_operation])
             """)[0]["outcome"] == "credited")
         #expect(try books.connection.query("""
             SELECT outcome FROM wallet.apply_googleplay_voids('GPA.77-1', 'tok-77',
@@ -774,7 +777,7 @@ private struct Books {
     func credit(flowNo: String, userID: String, productID: String) throws -> String {
         try connection.query("""
             SELECT outcome FROM wallet.credit_many(ARRAY[
-                ROW('test', \(flowNo), \(userID), \(productID), 1, NULL, 'caller', NULL)::wallet.credit_request])
+                ROW('test', \(flowNo), \(userID), \(productID), 1, NULL, 'caller', NULL, NULL)::wallet.credit_operation])
             """)[0].decode(String.self, at: 0)
     }
 

@@ -3,6 +3,7 @@ import Crypto
 import CryptoTestSupport
 import Foundation
 import HTTPServer
+import JSON
 import Postgres
 import Testing
 import WalletCore

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import GooglePlay
 import HTTPServer
+import JSON
 import Locking
 import Postgres
 import Testing

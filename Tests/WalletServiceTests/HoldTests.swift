@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import JSON
 import Locking
 import Postgres
 import ServiceTestSupport
@@ -171,6 +172,36 @@ struct HoldTests {
         #expect(try service.count("SELECT count(*) FROM wallet.entries WHERE kind = 'debit'") == 0)
         #expect(try service.request("GET", "/v1/holds/999999", key: service.gameServerKey).status == 404)
         #expect(try service.request("GET", "/v1/holds/abc", key: service.gameServerKey).status == 404)
+        #expect(try service.violations() == [])
+    }
+
+    /// A placement's answer is stored as values and rebuilt for a replay:
+    /// after the hold is captured (or released), a retry of the placement
+    /// still answers the bytes it first answered, a hold that is held.
+    @Test func aPlacementReplaysAsFirstAnsweredAfterItsHoldIsSettled() throws {
+        let service = try Self.service(granting: 1_000, to: "p3")
+        defer { service.stop() }
+        for (index, action) in ["capture", "release"].enumerated() {
+            let body = #"{"user_id":"p3","amount":200,"reason":"match","metadata":{"seat":[1,2.50],"team":"blue"}}"#
+            let placed = try service.request("POST", "/v1/holds", key: service.gameServerKey, json: body,
+                                             headers: [("Idempotency-Key", "place-\(index)")])
+            #expect(placed.status == 201, "\(placed.text)")
+            #expect(try placed.json()["hold"]?["metadata"]?["team"] == "blue")
+            let id = try Self.id(placed)
+            let settled = try Self.act(service, action, id: id, key: "\(action)-\(index)")
+            #expect([200, 201].contains(settled.status), "\(settled.text)")
+            let replay = try service.request("POST", "/v1/holds", key: service.gameServerKey, json: body,
+                                             headers: [("Idempotency-Key", "place-\(index)")])
+            #expect(replay.status == 201)
+            #expect(replay.header("Idempotent-Replayed") == "true")
+            #expect(replay.text == placed.text)
+            let settledAgain = try Self.act(service, action, id: id, key: "\(action)-\(index)")
+            #expect(settledAgain.text == settled.text)
+            #expect(settledAgain.status == settled.status)
+            let lookup = try service.request("GET", "/v1/holds/\(id)", key: service.gameServerKey)
+            #expect(try lookup.json()["hold"]?["status"] == (action == "capture" ? "captured" : "released"))
+            #expect(try lookup.json()["hold"] == (try settled.json()["hold"]))
+        }
         #expect(try service.violations() == [])
     }
 

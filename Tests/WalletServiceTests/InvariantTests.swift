@@ -35,6 +35,33 @@ struct InvariantTests {
         #expect(try LedgerStore.checkInvariants(on: connection) == [])
     }
 
+    /// wallet.post_entries, the one writer of entries and balances: postings
+    /// to several wallets, interleaved, each chain in posting order and
+    /// end at its wallet's balance; a posting to no wallet changes nothing.
+    @Test func postingsToSeveralWalletsChainInPostingOrder() throws {
+        let connection = try Connection(options: try TestDatabase.make())
+        try connection.query("SELECT * FROM wallet.grant_coins('ann', 100, 'coin', 'setup', 'tests')")
+        try connection.query("SELECT * FROM wallet.grant_coins('bob', 10, 'coin', 'setup', 'tests')")
+        func posting(_ user: String, _ amount: Int, _ reference: String) -> String {
+            "wallet.new_posting(p_kind => 'grant', p_user_id => '\(user)', p_currency => 'coin', "
+                + "p_amount => \(amount), p_reference => '\(reference)', p_client => 'tests')"
+        }
+        let postings = [posting("ann", 5, "a1"), posting("bob", 7, "b1"), posting("ann", 3, "a2"), posting("bob", 1, "b2")]
+        let written = try connection.query(PostgresQuery(unsafeSQL: """
+            SELECT e.reference, e.balance_after::text
+            FROM unnest(wallet.post_entries(ARRAY[\(postings.joined(separator: ", "))])) e
+            """)).map { [$0[0], $0[1]] }
+        #expect(written == [["a1", "105"], ["b1", "17"], ["a2", "108"], ["b2", "18"]])
+        // Ids follow posting order.
+        #expect(try connection.query("""
+            SELECT reference FROM wallet.entries WHERE reference IN ('a1', 'b1', 'a2', 'b2') ORDER BY id
+            """).map { $0[0] } == ["a1", "b1", "a2", "b2"])
+        expectRefused(connection, "SELECT wallet.post_entries(ARRAY[\(posting("ann", 1, "a3")), \(posting("nobody", 1, "n1"))])",
+                      "WL003")
+        #expect(try connection.query("SELECT balance::text FROM wallet.wallets ORDER BY user_id").map { $0[0] } == ["108", "18"])
+        #expect(try LedgerStore.checkInvariants(on: connection) == [])
+    }
+
     @Test func theCheckFindsAnEntryWithoutAWalletAndABrokenChain() throws {
         let connection = try Connection(options: try TestDatabase.make())
         try connection.query("SELECT * FROM wallet.grant_coins('ann', 100, 'coin', 'setup', 'tests')")
@@ -56,7 +83,7 @@ struct InvariantTests {
         let connection = try Connection(options: try TestDatabase.make())
         try connection.query("""
             SELECT * FROM wallet.credit_many(ARRAY[
-                ROW('tests', 'f-1', 'ann', 'guodong600', 1, NULL, 'caller', NULL)::wallet.credit_request])
+                ROW('tests', 'f-1', 'ann', 'guodong600', 1, NULL, 'caller', NULL, NULL)::wallet.credit_operation])
             """)
         try connection.query("""
             SELECT * FROM wallet.debit_many(ARRAY[

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import JSON
 import Locking
 import Postgres
 import Testing
@@ -150,5 +151,71 @@ struct MultiInstanceTests {
         #expect(check.status == 0, "\(check.output)")
         // How hard the instances contended, for whoever reads the log.
         print("multi-instance race: \(retries.withLock { $0 }) client retries of 503 answers")
+    }
+
+    /// Hold operations keep their keys the way debits do, by the key's
+    /// primary key and a retry alone, with no lock of their own: one key
+    /// raced on three instances places one hold, and captures it once, and
+    /// every answer is the first one's bytes.
+    @Test func oneHoldKeyAndOneCaptureKeyRacedOnThreeInstancesApplyOnce() throws {
+        let cluster = try TestCluster.start(name: "multi-hold")
+        defer { TestCluster.destroy(cluster) }
+        let databaseURL = try ChaosRun.migratedWalletDatabase(on: cluster)
+        let debitKey = try ChaosRun.walletCommand(["keys", "create", "--name", "game", "--scopes", "debit"],
+                                                  databaseURL: databaseURL).lastLine
+        let admin = try Connection(options: .init(conninfo: databaseURL))
+        defer { admin.close() }
+        try admin.query("SELECT * FROM wallet.grant_coins('holder', 1000, 'coin', 'setup', 'tests')")
+
+        let instances = try Self.startInstances(databaseURL: databaseURL)
+        defer { for (server, _) in instances { server.kill() } }
+        let ports = instances.map(\.port)
+        let threads = Self.instances * Self.threadsPerInstance
+        let retries = Locked<Int>(0)
+
+        for round in 0..<Self.rounds {
+            let placed = Locked<[Answer]>([])
+            #expect(runOnThreads(threads, timeoutSeconds: 120) { index in
+                let answer = Self.send(port: ports[index % ports.count], path: "/v1/holds", key: debitKey,
+                                       json: #"{"user_id":"holder","amount":100,"reason":"raced"}"#,
+                                       idempotencyKey: "multi-hold-\(round)", retries: retries)
+                placed.withLock { $0.append(answer) }
+            })
+            let placeAnswers = placed.withLock { $0 }
+            #expect(placeAnswers.allSatisfy { $0.status == 201 }, "\(placeAnswers.map { "\($0.status) \($0.code ?? "")" })")
+            #expect(placeAnswers.filter { !$0.replayed }.count == 1)
+            #expect(Set(placeAnswers.map(\.body)).count == 1)
+            guard case .number(let hold)? = try JSONParser.parse(Array(placeAnswers[0].body.utf8))["hold"]?["id"] else {
+                throw Failure(description: "no hold id in \(placeAnswers[0].body)")
+            }
+
+            let captured = Locked<[Answer]>([])
+            #expect(runOnThreads(threads, timeoutSeconds: 120) { index in
+                let answer = Self.send(port: ports[index % ports.count], path: "/v1/holds/\(hold)/capture", key: debitKey,
+                                       json: "{}", idempotencyKey: "multi-capture-\(round)", retries: retries)
+                captured.withLock { $0.append(answer) }
+            })
+            let captureAnswers = captured.withLock { $0 }
+            #expect(captureAnswers.allSatisfy { $0.status == 201 }, "\(captureAnswers.map { "\($0.status) \($0.code ?? "")" })")
+            #expect(captureAnswers.filter { !$0.replayed }.count == 1)
+            #expect(Set(captureAnswers.map(\.body)).count == 1)
+        }
+
+        func number(_ sql: PostgresQuery) throws -> Int { try admin.query(sql)[0].decode(Int.self, at: 0) }
+        #expect(try number("SELECT count(*) FROM wallet.holds WHERE user_id = 'holder'") == Self.rounds)
+        #expect(try number("SELECT count(*) FROM wallet.holds WHERE user_id = 'holder' AND status = 'captured'") == Self.rounds)
+        #expect(try number("SELECT balance FROM wallet.wallets WHERE user_id = 'holder'") == 1_000 - 100 * Self.rounds)
+        #expect(try number("SELECT held FROM wallet.wallets WHERE user_id = 'holder'") == 0)
+        let check = try StallTests.check(databaseURL: databaseURL)
+        #expect(check.status == 0, "\(check.output)")
+        // How often a key was taken by another instance first (its
+        // insert failed on idempotency_keys_pkey and the operation ran
+        // again alone), for whoever reads the log.
+        let conflicts = ports.map { port -> String in
+            let metrics = (try? StallTests.get(port: port, path: "/metrics"))?.text ?? ""
+            return metrics.split(separator: "\n").first { $0.hasPrefix(#"wallet_db_errors_total{kind="sqlstate_23505"}"#) }
+                .map(String.init) ?? "none"
+        }
+        print("multi-instance hold race: \(retries.withLock { $0 }) client retries of 503 answers; \(conflicts)")
     }
 }

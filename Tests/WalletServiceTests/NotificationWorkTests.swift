@@ -3,6 +3,7 @@ import Crypto
 import CryptoTestSupport
 import Foundation
 import HTTPServer
+import JSON
 import Locking
 import Logging
 import Postgres

@@ -1,4 +1,5 @@
 import HTTPServer
+import JSON
 import Testing
 import TestSupport
 @testable import WalletService

@@ -2,6 +2,7 @@ import AppStore
 import Crypto
 import Foundation
 import HTTPServer
+import JSON
 import Testing
 import TestSupport
 @testable import WalletService

@@ -2,6 +2,7 @@ import Crypto
 import CryptoTestSupport
 import Foundation
 import HTTPServer
+import JSON
 import Postgres
 import Testing
 import WalletCore

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import HTTPServer
+import JSON
 import Logging
 import Postgres
 import Testing
@@ -59,7 +60,7 @@ struct SchemaUpgradeTests {
         func credit(_ flowNo: String) throws -> String? {
             try connection.query("""
                 SELECT outcome FROM wallet.credit_many(ARRAY[
-                    ROW('tests', \(flowNo), 'dana', 'guodong600', 1, NULL, 'caller', NULL)::wallet.credit_request])
+                    ROW('tests', \(flowNo), 'dana', 'guodong600', 1, NULL, 'caller', NULL, NULL)::wallet.credit_operation])
                 """)[0][0]
         }
         #expect(try credit("u-3") == "revoked")

@@ -3,6 +3,7 @@ import Crypto
 import CryptoTestSupport
 import Foundation
 import HTTPServer
+import JSON
 import Locking
 import Postgres
 import ServiceTestSupport
@@ -253,6 +254,9 @@ struct ServerAPITests {
         let start = (first["startDate"] as? NSNumber)?.int64Value ?? 0
         let end = (first["endDate"] as? NSNumber)?.int64Value ?? 0
         #expect(abs((end - start) - 7 * 86_400_000) < 60_000, "\(start) \(end)")
+        // The bytes: the two members in key order.
+        let sent = try #require(rig.api.received(pathContaining: "/notifications/history").last?.body)
+        #expect(String(decoding: sent, as: UTF8.self) == #"{"endDate":\#(end),"startDate":\#(start)}"#)
     }
 
     // MARK: Consumption answers
@@ -317,6 +321,32 @@ struct ServerAPITests {
         #expect(metrics.contains(#"wallet_appstore_consumption_total{outcome="failed"} 1"#))
     }
 
+    /// Apple also asks about auto-renewable subscriptions, which the wallet
+    /// does not sell: such a request is recorded, queues no answer, and is
+    /// not counted as queued. The database decides what it queues, and the
+    /// metric counts what it did.
+    @Test func aConsumptionRequestAboutASubscriptionQueuesNoAnswerAndCountsNone() throws {
+        let rig = try ServerAPIRig()
+        defer { rig.stop() }
+        let request = rig.fixture.notification("CONSUMPTION_REQUEST", flowNo: "3000000900",
+                                               uuid: RefundNotifications.uuid(900),
+                                               productType: "Auto-Renewable Subscription")
+        #expect(try rig.push(request) == 200)
+        #expect(try rig.rows("SELECT outcome FROM wallet.appstore_notifications") == [["recorded"]])
+        #expect(try rig.count("SELECT count(*) FROM wallet.outbox") == 0)
+        let metrics = try rig.request("GET", "/metrics", key: nil, body: nil).text
+        #expect(metrics.contains(#"wallet_appstore_consumption_total{outcome="queued"} 0"#))
+
+        // A consumable's is queued and counted.
+        rig.fixture.appleKnows("3000000901", environment: "Production")
+        #expect(try rig.credit(flowNo: "3000000901", userID: "s1").status == 201)
+        #expect(try rig.push(rig.fixture.notification("CONSUMPTION_REQUEST", flowNo: "3000000901",
+                                                      uuid: RefundNotifications.uuid(901))) == 200)
+        #expect(try rig.count("SELECT count(*) FROM wallet.outbox WHERE kind = 'appstore_consumption'") == 1)
+        let after = try rig.request("GET", "/metrics", key: nil, body: nil).text
+        #expect(after.contains(#"wallet_appstore_consumption_total{outcome="queued"} 1"#))
+    }
+
     static func summary(_ output: String) -> [String: Int] {
         let line = output.split(separator: "\n").last { $0.hasPrefix("seen=") } ?? ""
         var values: [String: Int] = [:]
@@ -374,13 +404,15 @@ final class AppleAPIFixture: @unchecked Sendable {
         return apple.sign(payload)
     }
 
-    /// A signed Production notification about `flowNo`.
+    /// A signed Production notification about `flowNo`, a purchase of
+    /// `productType` (Apple's transaction `type`).
     func notification(_ type: String, flowNo: String, uuid: String, signer: FakeAppStore? = nil,
-                      secondsAgo: Int64 = 1) -> String {
+                      secondsAgo: Int64 = 1, productType: String = "Consumable") -> String {
         let store = signer ?? apple
         var transaction = FakeAppStore.transaction(transactionID: flowNo, environment: "Production",
                                                    signedDate: Self.nowMilliseconds() - 1_000)
         transaction["productId"] = "guodong600"
+        transaction["type"] = productType
         transaction.removeValue(forKey: "appAccountToken")
         var notification = FakeAppStore.notification(type: type, environment: "Production",
                                                      signedTransactionInfo: store.sign(transaction))

@@ -28,7 +28,8 @@ import WalletCore
         #expect(answer("refunded", 600, 0).deliveryStatus == "UNDELIVERED_OTHER")
         #expect(answer("refunded", 600, 0).consumptionPercentage == nil)
         #expect(answer(nil, nil, nil).refundPreference == "GRANT_FULL")
-        #expect(!answer(nil, nil, nil).json.contains("consumptionPercentage"))
+        #expect(answer(nil, nil, nil).json == #"{"customerConsented":true,"deliveryStatus":"UNDELIVERED_OTHER","#
+            + #""refundPreference":"GRANT_FULL","sampleContentProvided":false}"#)
         // A fixed preference wins over auto.
         #expect(answer("credited", 600, 600, .decline).refundPreference == "DECLINE")
         #expect(answer("credited", 600, 0, .grantFull).refundPreference == "GRANT_FULL")
@@ -72,6 +73,10 @@ import WalletCore
         #expect((claims["iat"] as? NSNumber)?.int64Value == 1_800_000_000)
         let expires = (claims["exp"] as? NSNumber)?.int64Value ?? 0
         #expect(expires > 1_800_000_000 && expires <= 1_800_000_000 + 3_600)
+        // The bytes too: members in key order.
+        #expect(String(decoding: Base64URL.decode(parts[0]) ?? [], as: UTF8.self) == #"{"alg":"ES256","kid":"KEY1","typ":"JWT"}"#)
+        #expect(String(decoding: Base64URL.decode(parts[1]) ?? [], as: UTF8.self)
+            == #"{"aud":"appstoreconnect-v1","bid":"com.example.coins","exp":1800000300,"iat":1800000000,"iss":"issuer-1"}"#)
         let signature = try #require(Base64URL.decode(parts[2]))
         #expect(key.publicKey.verifyES256(rawSignature: signature, message: Array("\(parts[0]).\(parts[1])".utf8)))
         #expect(!PrivateKey().publicKey.verifyES256(rawSignature: signature, message: Array("\(parts[0]).\(parts[1])".utf8)))

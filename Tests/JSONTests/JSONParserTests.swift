@@ -1,4 +1,4 @@
-import HTTPServer
+import JSON
 import Testing
 
 @Suite struct JSONParserTests {

@@ -1,0 +1,121 @@
+-- wallet.check_invariants, re-applied by the migrator whenever this file
+-- changes (first defined in 0003_admin_and_invariants.sql). `wallet check`,
+-- Scripts/admin/check.sql and the tests read it.
+
+-- Every broken rule of the books, one row each; none when they balance.
+CREATE OR REPLACE FUNCTION wallet.check_invariants()
+RETURNS TABLE (invariant TEXT, subject TEXT, detail TEXT)
+LANGUAGE sql STABLE AS $$
+    -- A wallet's balance is the sum of its entries.
+    SELECT 'balance_matches_ledger', w.user_id || '/' || w.currency,
+           format('balance %s, ledger sum %s', w.balance, coalesce(s.total, 0))
+    FROM wallet.wallets w
+    LEFT JOIN (SELECT e.user_id, e.currency, sum(e.amount) AS total
+               FROM wallet.entries e GROUP BY e.user_id, e.currency) s
+      ON s.user_id = w.user_id AND s.currency = w.currency
+    WHERE w.balance <> coalesce(s.total, 0)
+    UNION ALL
+    -- Every entry belongs to a wallet.
+    SELECT 'entry_has_wallet', e.user_id || '/' || e.currency, format('entry %s has no wallet', e.id)
+    FROM wallet.entries e
+    WHERE NOT EXISTS (SELECT 1 FROM wallet.wallets w WHERE w.user_id = e.user_id AND w.currency = e.currency)
+    UNION ALL
+    -- balance_after values chain along id order, and end at the balance.
+    SELECT 'balance_after_chain', c.user_id || '/' || c.currency,
+           format('entry %s: balance_after %s, expected %s', c.id, c.balance_after, c.expected)
+    FROM (SELECT e.id, e.user_id, e.currency, e.balance_after,
+                 sum(e.amount) OVER (PARTITION BY e.user_id, e.currency ORDER BY e.id) AS expected
+          FROM wallet.entries e) c
+    WHERE c.balance_after <> c.expected
+    UNION ALL
+    -- Each credit has exactly its one credit entry, for its stored amount.
+    SELECT 'credit_has_one_entry', cr.flow_no,
+           format('credit entry %s does not match the credit', cr.entry_id)
+    FROM wallet.credits cr
+    LEFT JOIN wallet.entries e ON e.id = cr.entry_id
+    WHERE e.id IS NULL OR e.kind <> 'credit' OR e.reference <> cr.flow_no OR e.amount <> cr.amount
+       OR e.user_id <> cr.user_id OR e.currency <> cr.currency
+    UNION ALL
+    SELECT 'credit_entry_has_credit', e.reference, format('credit entry %s has no credit row', e.id)
+    FROM wallet.entries e
+    LEFT JOIN wallet.credits cr ON cr.entry_id = e.id
+    WHERE e.kind = 'credit' AND cr.flow_no IS NULL
+    UNION ALL
+    -- A credit's refund entries start with a refund, and each reversal
+    -- follows a refund (Google's partial refunds come one after another;
+    -- a reversal undoes Apple's one refund), and the status says which came
+    -- last.
+    SELECT 'refunds_alternate', r.reference, format('entry %s (%s) is out of turn', r.id, r.kind)
+    FROM (SELECT e.id, e.kind, e.reference,
+                 lag(e.kind) OVER (PARTITION BY e.reference ORDER BY e.id) AS previous
+          FROM wallet.entries e WHERE e.kind IN ('refund', 'refund_reversal')) r
+    WHERE (r.previous IS NULL AND r.kind <> 'refund') OR (r.previous = 'refund_reversal' AND r.kind = 'refund_reversal')
+    UNION ALL
+    -- A refunded credit's refunded_amount is what its refunds since the
+    -- last reversal took, never more than the credit.
+    SELECT 'refunded_amount_matches_ledger', cr.flow_no,
+           format('refunded_amount %s, refund entries %s', cr.refunded_amount, coalesce(-sum(e.amount), 0))
+    FROM wallet.credits cr
+    LEFT JOIN wallet.entries e ON e.reference = cr.flow_no AND e.kind = 'refund'
+        AND e.id > coalesce((SELECT max(x.id) FROM wallet.entries x
+                             WHERE x.reference = cr.flow_no AND x.kind = 'refund_reversal'), 0)
+    WHERE cr.status IN ('refunded', 'partially_refunded')
+    GROUP BY cr.flow_no, cr.refunded_amount, cr.amount
+    HAVING cr.refunded_amount IS DISTINCT FROM coalesce(-sum(e.amount), 0) OR cr.refunded_amount > cr.amount
+    UNION ALL
+    SELECT 'refund_entry_has_credit', e.reference, format('entry %s refers to no credit of that wallet', e.id)
+    FROM wallet.entries e
+    LEFT JOIN wallet.credits cr ON cr.flow_no = e.reference AND cr.user_id = e.user_id AND cr.currency = e.currency
+    WHERE e.kind IN ('refund', 'refund_reversal') AND cr.flow_no IS NULL
+    UNION ALL
+    SELECT 'credit_status_matches_ledger', cr.flow_no,
+           format('status %s, last refund entry %s', cr.status, coalesce(l.kind, 'none'))
+    FROM wallet.credits cr
+    LEFT JOIN LATERAL (SELECT e.kind FROM wallet.entries e
+                       WHERE e.reference = cr.flow_no AND e.kind IN ('refund', 'refund_reversal')
+                       ORDER BY e.id DESC LIMIT 1) l ON TRUE
+    WHERE (cr.status IN ('refunded', 'partially_refunded')) <> (l.kind IS NOT DISTINCT FROM 'refund')
+    UNION ALL
+    -- A balance goes below zero only through a refund or an allowed revoke.
+    SELECT 'negative_only_by_refund_or_allowed_revoke', e.user_id || '/' || e.currency,
+           format('entry %s (%s) left balance %s', e.id, e.kind, e.balance_after)
+    FROM wallet.entries e
+    WHERE e.amount < 0 AND e.balance_after < 0 AND NOT (
+        e.kind = 'refund' OR (e.kind = 'revoke' AND (e.metadata ->> 'allow_negative')::BOOLEAN IS TRUE))
+    UNION ALL
+    -- Each stored debit outcome points at its entry, for its amount, and
+    -- the balance its answer gave is the entry's.
+    SELECT 'debit_key_has_entry', k.client || '/' || k.key, format('entry %s does not match', k.entry_id)
+    FROM wallet.idempotency_keys k
+    LEFT JOIN wallet.entries e ON e.id = k.entry_id
+    WHERE k.outcome = 'debited'
+      AND (e.id IS NULL OR e.kind <> 'debit' OR e.reference <> k.key OR e.client <> k.client
+           OR -e.amount <> k.amount OR k.balance <> e.balance_after)
+    UNION ALL
+    -- The same for a stored capture, whose entry names its hold.
+    SELECT 'capture_key_has_entry', k.client || '/' || k.key, format('entry %s does not match', k.entry_id)
+    FROM wallet.idempotency_keys k
+    LEFT JOIN wallet.entries e ON e.id = k.entry_id
+    WHERE k.outcome = 'captured'
+      AND (e.id IS NULL OR e.kind <> 'debit' OR e.reference <> 'hold:' || k.hold_id
+           OR -e.amount <> k.amount OR k.balance <> e.balance_after)
+    UNION ALL
+    -- A wallet's held is the sum of its holds that are held.
+    SELECT 'held_matches_holds', w.user_id || '/' || w.currency,
+           format('held %s, holds sum %s', w.held, coalesce(s.total, 0))
+    FROM wallet.wallets w
+    LEFT JOIN (SELECT h.user_id, h.currency, sum(h.amount) AS total FROM wallet.holds h
+               WHERE h.status = 'held' GROUP BY h.user_id, h.currency) s
+      ON s.user_id = w.user_id AND s.currency = w.currency
+    WHERE w.held <> coalesce(s.total, 0)
+    UNION ALL
+    -- A capture takes at most its hold, through its one debit entry.
+    SELECT 'capture_within_hold', 'hold:' || h.id,
+           format('captured %s of %s, entry %s', h.captured_amount, h.amount, h.entry_id)
+    FROM wallet.holds h
+    LEFT JOIN wallet.entries e ON e.id = h.entry_id
+    WHERE h.status = 'captured'
+      AND (h.captured_amount > h.amount OR e.id IS NULL OR e.kind <> 'debit' OR e.reference <> 'hold:' || h.id
+           OR -e.amount <> h.captured_amount OR e.user_id <> h.user_id OR e.currency <> h.currency)
+    ORDER BY 1, 2, 3;
+$$;
