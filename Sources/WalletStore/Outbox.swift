@@ -1,14 +1,25 @@
-import Foundation
-import Postgres
+public import Foundation
+public import Postgres
+public import WalletCore
 
 /// The outbox (`wallet.outbox`): calls the service owes a store, queued in
 /// the transaction that makes them owed, then leased, sent and recorded by
 /// one sender off every request path. Both stores' calls are rows of it.
-public enum OutboxKind: String, Sendable, CaseIterable {
+public enum OutboxKind: String, Sendable, CaseIterable, PostgresDecodable, PostgresEncodable {
     /// Send Consumption Information, for an App Store CONSUMPTION_REQUEST.
     case appStoreConsumption = "appstore_consumption"
     /// Consume a credited Google Play purchase.
     case googlePlayConsume = "googleplay_consume"
+}
+
+/// Where a call owed to a store stands: `wallet.outbox.status`.
+public enum OutboxStatus: String, Sendable, CaseIterable, PostgresDecodable, PostgresEncodable {
+    /// Due at its next attempt.
+    case pending
+    /// The store accepted it.
+    case sent
+    /// Refused by the store, or its window passed: never tried again.
+    case failed
 }
 
 extension LedgerStore {
@@ -18,12 +29,12 @@ extension LedgerStore {
         /// The notificationUUID (App Store) or the purchase token (Google Play).
         public var key: String
         public var flowNo: String
-        public var environment: String
+        public var environment: PurchaseEnvironment
         public var attempts: Int
         /// After this (epoch milliseconds) the call is pointless.
         public var windowEndsAtMilliseconds: Int64
-        /// The credit's status (`credited`, `refunded`, ...), or nil when never credited.
-        public var creditStatus: String?
+        /// The credit's status, or nil when never credited.
+        public var creditStatus: CreditStatus?
         public var creditedAmount: Int64?
         /// The credit's wallet balance now.
         public var balance: Int64?
@@ -35,13 +46,13 @@ extension LedgerStore {
     public struct OutboxRecord: Sendable {
         public var key: String
         public var flowNo: String
-        public var environment: String
-        public var status: String
+        public var environment: PurchaseEnvironment
+        public var status: OutboxStatus
         public var attempts: Int
         public var lastError: String?
         public var requestBody: String?
-        public var createdAt: String
-        public var sentAt: String?
+        public var createdAt: Date
+        public var sentAt: Date?
     }
 
     /// Takes up to `limit` due rows and leases them for `leaseSeconds`
@@ -52,7 +63,7 @@ extension LedgerStore {
         try connection.query("""
             WITH due AS (
                 SELECT o.kind, o.key FROM wallet.outbox o
-                WHERE o.status = 'pending' AND o.next_attempt_at <= now() AND o.kind = ANY(\(kinds.map(\.rawValue))::text[])
+                WHERE o.status = \(literal: OutboxStatus.pending) AND o.next_attempt_at <= now() AND o.kind = ANY(\(kinds.map(\.rawValue))::text[])
                 ORDER BY o.next_attempt_at LIMIT \(limit) FOR UPDATE SKIP LOCKED
             ), leased AS (
                 UPDATE wallet.outbox o
@@ -69,45 +80,40 @@ extension LedgerStore {
             LEFT JOIN wallet.products p ON p.product_id = c.product_id
             ORDER BY l.created_at
             """).map { row in
-            guard let kind = OutboxKind(rawValue: try row.decode(String.self, at: 0)) else {
-                throw StoreError.unknownOutcome(try row.decode(String.self, at: 0))
-            }
-            return OutboxTask(
-                kind: kind, key: try row.decode(String.self, at: 1), flowNo: try row.decode(String.self, at: 2),
-                environment: try row.decode(String.self, at: 3), attempts: try row.decode(Int.self, at: 4),
-                windowEndsAtMilliseconds: try row.decode(Int64.self, at: 5),
-                creditStatus: try row.decodeIfPresent(String.self, at: 6), creditedAmount: try row.decodeIfPresent(Int64.self, at: 7),
+            OutboxTask(
+                kind: try row.decode(OutboxKind.self, at: 0), key: try row.decode(String.self, at: 1),
+                flowNo: try row.decode(String.self, at: 2), environment: try row.decode(PurchaseEnvironment.self, at: 3),
+                attempts: try row.decode(Int.self, at: 4), windowEndsAtMilliseconds: try row.decode(Int64.self, at: 5),
+                creditStatus: try row.decodeIfPresent(CreditStatus.self, at: 6), creditedAmount: try row.decodeIfPresent(Int64.self, at: 7),
                 balance: try row.decodeIfPresent(Int64.self, at: 8), googleProductID: try row.decodeIfPresent(String.self, at: 9))
         }
     }
 
     /// Records one attempt: `sent`, `failed`, or still `pending` until
     /// `retryInSeconds` from now.
-    static func recordOutboxAttempt(_ kind: OutboxKind, key: String, status: String, body: String?, error: String?,
+    static func recordOutboxAttempt(_ kind: OutboxKind, key: String, status: OutboxStatus, body: String?, error: String?,
                                     retryInSeconds: Int, on connection: Connection) throws {
         try connection.query("""
             UPDATE wallet.outbox
             SET status = \(status), attempts = attempts + 1, last_error = \(error),
                 request_body = coalesce(\(body)::jsonb, request_body),
                 next_attempt_at = now() + make_interval(secs => \(retryInSeconds)), updated_at = now(),
-                sent_at = CASE WHEN \(status) = 'sent' THEN now() END
-            WHERE kind = \(kind.rawValue) AND key = \(key) AND status = 'pending'
+                sent_at = CASE WHEN \(status == .sent)::boolean THEN now() END
+            WHERE kind = \(kind.rawValue) AND key = \(key) AND status = \(literal: OutboxStatus.pending)
             """)
     }
 
     static func outboxRecords(_ kind: OutboxKind, limit: Int, on connection: Connection) throws -> [OutboxRecord] {
         try connection.query("""
-            SELECT key, flow_no, environment, status, attempts, last_error, request_body::text,
-                   to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-                   to_char(sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+            SELECT key, flow_no, environment, status, attempts, last_error, request_body::text, created_at, sent_at
             FROM wallet.outbox WHERE kind = \(kind.rawValue) ORDER BY created_at DESC, key LIMIT \(limit)
             """).map { row in
             OutboxRecord(
                 key: try row.decode(String.self, at: 0), flowNo: try row.decode(String.self, at: 1),
-                environment: try row.decode(String.self, at: 2), status: try row.decode(String.self, at: 3),
+                environment: try row.decode(PurchaseEnvironment.self, at: 2), status: try row.decode(OutboxStatus.self, at: 3),
                 attempts: try row.decode(Int.self, at: 4), lastError: try row.decodeIfPresent(String.self, at: 5),
-                requestBody: try row.decodeIfPresent(String.self, at: 6), createdAt: try row.decode(String.self, at: 7),
-                sentAt: try row.decodeIfPresent(String.self, at: 8))
+                requestBody: try row.decodeIfPresent(String.self, at: 6), createdAt: try row.decode(Date.self, at: 7),
+                sentAt: try row.decodeIfPresent(Date.self, at: 8))
         }
     }
 }
@@ -119,7 +125,7 @@ extension Ledger {
         }
     }
 
-    public func recordOutboxAttempt(_ kind: OutboxKind, key: String, status: String, body: String?, error: String?,
+    public func recordOutboxAttempt(_ kind: OutboxKind, key: String, status: OutboxStatus, body: String?, error: String?,
                                     retryInSeconds: Int) throws {
         try writeBounded(.statement, pool: pool, metrics: metrics, deadline: .now + .seconds(5)) {
             try LedgerStore.recordOutboxAttempt(kind, key: key, status: status, body: body, error: error,
