@@ -33,9 +33,13 @@ let package = Package(
         // bodies, requests to the stores, log lines) goes through it; it
         // depends on nothing, so every layer may use it.
         .target(name: "JSON"),
+        // The one way a time is written (RFC 3339, UTC, microseconds), for
+        // API bodies, console pages, the command line and log lines; it
+        // depends on nothing, so every layer may use it.
+        .target(name: "Timestamps"),
         // JSON-lines logging, written by the JSON writer, shared by every
         // layer below the service.
-        .target(name: "Logging", dependencies: ["JSON"]),
+        .target(name: "Logging", dependencies: ["JSON", "Timestamps"]),
         // Locks and waiting on pthreads, which the thread sanitizer sees
         // (the standard library's Mutex it does not), the one bounded cache
         // built on them, and the clock that schedules and pauses wait on,
@@ -43,7 +47,7 @@ let package = Package(
         .target(name: "Locking"),
 
         // Adapters.
-        .target(name: "Postgres", dependencies: ["CLibPQ", "Locking", "Logging"]),
+        .target(name: "Postgres", dependencies: ["CLibPQ", "Locking", "Logging", "Timestamps"]),
         .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "JSON", "Locking", "Logging"]),
         .target(name: "Crypto", dependencies: ["COpenSSL"]),
         // Calls to the stores' server APIs (Apple's, Google's): one bounded
@@ -71,14 +75,15 @@ let package = Package(
         .target(
             name: "WalletService",
             dependencies: ["WalletStore", "HTTPServer", "Crypto", "AppStore", "GooglePlay", "StoreHTTP", "WalletCore", "JSON",
-                           "Locking", "Logging"],
+                           "Locking", "Logging", "Timestamps"],
             exclude: ["Embedded"],
             plugins: ["EmbedFiles"]
         ),
         // The command line: one file per command, on the service's and the
         // store's public API.
         .executableTarget(
-            name: "wallet", dependencies: ["WalletService", "WalletStore", "WalletCore", "AppStore", "Postgres", "Logging"]
+            name: "wallet",
+            dependencies: ["WalletService", "WalletStore", "WalletCore", "AppStore", "Postgres", "Logging", "Timestamps"]
         ),
 
         // Build-time embedding of run-time files (migrations, the OpenAPI
@@ -108,20 +113,21 @@ let package = Package(
             path: "Tests/ServiceTestSupport"
         ),
         .testTarget(name: "JSONTests", dependencies: ["JSON"]),
-        .testTarget(name: "PostgresTests", dependencies: ["Postgres", "Locking", "TestSupport"]),
+        .testTarget(name: "PostgresTests", dependencies: ["Postgres", "Locking", "TestSupport", "Timestamps"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "JSON", "Locking", "Logging", "TestSupport"]),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto", "CryptoTestSupport"]),
         .testTarget(
-            name: "AppStoreTests", dependencies: ["AppStore", "Crypto", "CryptoTestSupport", "TestSupport"], exclude: ["Vectors"]
+            name: "AppStoreTests", dependencies: ["AppStore", "Crypto", "CryptoTestSupport", "TestSupport", "WalletCore"],
+            exclude: ["Vectors"]
         ),
-        .testTarget(name: "GooglePlayTests", dependencies: ["GooglePlay", "Crypto", "StoreHTTP", "TestSupport"]),
+        .testTarget(name: "GooglePlayTests", dependencies: ["GooglePlay", "Crypto", "StoreHTTP", "TestSupport", "WalletCore"]),
         .testTarget(name: "WalletCoreTests", dependencies: ["WalletCore"]),
         .testTarget(name: "LockingTests", dependencies: ["Locking", "TestSupport"]),
         .testTarget(
             name: "WalletServiceTests",
             dependencies: [
                 "WalletService", "WalletStore", "Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore",
-                "WalletCore", "JSON", "Locking", "StoreHTTP", "GooglePlay", "TestSupport", "ServiceTestSupport",
+                "WalletCore", "JSON", "Locking", "StoreHTTP", "GooglePlay", "TestSupport", "ServiceTestSupport", "Timestamps",
             ],
             // The previous release's function files, read by the upgrade test.
             exclude: ["PreviousRelease"]

@@ -1,3 +1,5 @@
+public import WalletCore
+
 /// The rules for crediting a consumable purchase, applied to a transaction
 /// that `SignedDataVerifier` has already verified. Pure: no clock, no I/O.
 ///
@@ -118,15 +120,15 @@ public struct CreditPolicy: Sendable {
 /// `reason` is one of the `RefusalReason` codes; `detail` is a sentence that
 /// is safe to show and holds no token or user data.
 public struct PolicyError: Error, Sendable, Equatable, CustomStringConvertible {
-    public let reason: String
+    public let reason: RefusalReason
     public let detail: String
 
-    public init(_ reason: String, _ detail: String) {
+    public init(_ reason: RefusalReason, _ detail: String) {
         self.reason = reason
         self.detail = detail
     }
 
     public var description: String {
-        "\(reason): \(detail)"
+        "\(reason.rawValue): \(detail)"
     }
 }

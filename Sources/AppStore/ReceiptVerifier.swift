@@ -1,6 +1,7 @@
 public import Foundation
 import JSON
 import StoreHTTP
+public import WalletCore
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -88,9 +89,9 @@ public struct ReceiptVerifier: Sendable {
         /// 1...10.
         public let quantity: Int
         /// `Production` or `Sandbox`: which endpoint vouched for the receipt.
-        public let environment: String
+        public let environment: PurchaseEnvironment
 
-        public init(transactionID: String, productID: String, quantity: Int, environment: String) {
+        public init(transactionID: String, productID: String, quantity: Int, environment: PurchaseEnvironment) {
             self.transactionID = transactionID
             self.productID = productID
             self.quantity = quantity
@@ -130,7 +131,7 @@ public struct ReceiptVerifier: Sendable {
         let body = requestBody(receiptData: receiptData)
 
         var answer = try ask(configuration.productionURL, "Production", body: body, deadline: deadline)
-        var environment = "Production"
+        var environment = PurchaseEnvironment.production
         if answer.status == Status.sandboxReceiptSentToProduction {
             guard configuration.allowSandbox else {
                 throw .failed(
@@ -139,7 +140,7 @@ public struct ReceiptVerifier: Sendable {
                 )
             }
             answer = try ask(configuration.sandboxURL, "Sandbox", body: body, deadline: deadline)
-            environment = "Sandbox"
+            environment = .sandbox
         }
         try Self.checkStatus(answer, environment: environment)
         return try purchase(
@@ -200,14 +201,14 @@ public struct ReceiptVerifier: Sendable {
         return Answer(status: status, object: object)
     }
 
-    private static func checkStatus(_ answer: Answer, environment: String) throws(ReceiptError) {
+    private static func checkStatus(_ answer: Answer, environment: PurchaseEnvironment) throws(ReceiptError) {
         switch answer.status {
         case Status.valid:
             return
         case Status.serverUnavailable, Status.internalDataAccessError:
-            throw .unavailable("\(environment): Apple answered status \(answer.status)")
+            throw .unavailable("\(environment.rawValue): Apple answered status \(answer.status)")
         case Status.internalDataAccessErrors where isRetryable(answer.object["is-retryable"]):
-            throw .unavailable("\(environment): Apple answered status \(answer.status), marked retryable")
+            throw .unavailable("\(environment.rawValue): Apple answered status \(answer.status), marked retryable")
         default:
             throw .failed(
                 reason: RefusalReason.receiptInvalid, detail: "status \(answer.status) from verifyReceipt"
@@ -221,7 +222,7 @@ public struct ReceiptVerifier: Sendable {
         in object: JSONValue,
         transactionID: String,
         productID: String,
-        environment: String
+        environment: PurchaseEnvironment
     ) throws(ReceiptError) -> VerifiedReceiptPurchase {
         guard let receipt = object["receipt"], receipt.objectMembers != nil else {
             throw Self.refusal(RefusalReason.receiptInvalid, "the answer has no receipt object")
@@ -262,7 +263,7 @@ public struct ReceiptVerifier: Sendable {
         )
     }
 
-    private static func refusal(_ reason: String, _ detail: String) -> ReceiptError {
+    private static func refusal(_ reason: RefusalReason, _ detail: String) -> ReceiptError {
         .failed(reason: reason, detail: detail)
     }
 
@@ -304,12 +305,12 @@ public enum ReceiptError: Error, Sendable, Equatable, CustomStringConvertible {
     case unavailable(String)
     /// Apple answered, and the receipt does not prove the purchase. `reason`
     /// is one of the `RefusalReason` codes; `detail` is safe to show.
-    case failed(reason: String, detail: String)
+    case failed(reason: RefusalReason, detail: String)
 
     public var description: String {
         switch self {
         case .unavailable(let detail): "unavailable: \(detail)"
-        case .failed(let reason, let detail): "\(reason): \(detail)"
+        case .failed(let reason, let detail): "\(reason.rawValue): \(detail)"
         }
     }
 }

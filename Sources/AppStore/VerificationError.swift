@@ -1,3 +1,5 @@
+public import WalletCore
+
 /// Why a signed App Store payload was refused. The raw values are stable
 /// and safe to return to clients and to count in metrics.
 public enum VerificationFailure: String, Sendable, Equatable, CaseIterable {
@@ -22,6 +24,20 @@ public enum VerificationFailure: String, Sendable, Equatable, CaseIterable {
     case bundle_mismatch
     /// The payload's environment is not allowed.
     case environment_not_allowed
+
+    /// The same code as a credit's or a kept refusal's reason.
+    public var refusalReason: RefusalReason {
+        switch self {
+        case .malformed: .malformed
+        case .bad_algorithm: .badAlgorithm
+        case .bad_chain: .badChain
+        case .untrusted_root: .untrustedRoot
+        case .missing_apple_oid: .missingAppleOID
+        case .bad_signature: .badSignature
+        case .bundle_mismatch: .bundleMismatch
+        case .environment_not_allowed: .environmentNotAllowed
+        }
+    }
 }
 
 /// A refused payload: a stable reason and a human sentence.

@@ -1,5 +1,6 @@
 import Crypto
 public import Foundation
+public import WalletCore
 
 /// Why a Pub/Sub push body was refused. The raw values are stable and safe
 /// to return to clients and to count in metrics.
@@ -195,19 +196,16 @@ public struct DeveloperNotification: Sendable, Equatable {
         self.kind = kind
     }
 
-    /// The kind's name for metric labels and records: a fixed set.
-    public var kindName: String {
+    /// The kind's name for metric labels and records.
+    public var kindName: GooglePlayNotificationKind {
         switch kind {
-        case .voidedPurchase: "voided_purchase"
-        case .oneTimeProduct: "one_time_product"
-        case .subscription: "subscription"
-        case .test: "test"
-        case .other: "other"
+        case .voidedPurchase: .voidedPurchase
+        case .oneTimeProduct: .oneTimeProduct
+        case .subscription: .subscription
+        case .test: .test
+        case .other: .other
         }
     }
-
-    /// The kind names `kindName` takes.
-    public static let kindNames = ["voided_purchase", "one_time_product", "subscription", "test", "other"]
 
     /// Parses the notification JSON (`message.data`, decoded).
     public static func parse(_ json: [UInt8]) throws(PushBodyError) -> DeveloperNotification {

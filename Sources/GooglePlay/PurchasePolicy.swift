@@ -1,4 +1,5 @@
 import Crypto
+public import WalletCore
 
 /// The rules for crediting a one-time Google Play purchase, applied to what
 /// `purchases.products.get` answered for the request's purchase token. Pure:
@@ -62,18 +63,14 @@ public struct PurchasePolicy: Sendable {
         public var flowNo: String
         public var quantity: Int
         /// `Production`, `Test` or `Promo`.
-        public var environment: String
+        public var environment: PurchaseEnvironment
 
-        public init(flowNo: String, quantity: Int, environment: String) {
+        public init(flowNo: String, quantity: Int, environment: PurchaseEnvironment) {
             self.flowNo = flowNo
             self.quantity = quantity
             self.environment = environment
         }
     }
-
-    public static let environmentProduction = "Production"
-    public static let environmentTest = "Test"
-    public static let environmentPromo = "Promo"
 
     /// The flowNO of a Google purchase: its `orderId`, or for a purchase
     /// without one (promo codes) `gp:` and the first 16 bytes of the
@@ -104,50 +101,50 @@ public struct PurchasePolicy: Sendable {
         requestedQuantity: Int?
     ) throws(PurchaseRefusal) -> Accepted {
         if let named = purchase.productId, named != productID {
-            throw PurchaseRefusal(PurchaseRefusal.productMismatch,
+            throw PurchaseRefusal(.productMismatch,
                                   "Google Play says this purchase is of another product than the one requested")
         }
         switch purchase.purchaseState {
         case ProductPurchase.statePurchased: break
         case ProductPurchase.statePending:
-            throw PurchaseRefusal(PurchaseRefusal.purchasePending, "the purchase is pending: the buyer has not paid yet")
+            throw PurchaseRefusal(.purchasePending, "the purchase is pending: the buyer has not paid yet")
         case ProductPurchase.stateCanceled:
-            throw PurchaseRefusal(PurchaseRefusal.revoked, "Google Play canceled the purchase")
+            throw PurchaseRefusal(.revoked, "Google Play canceled the purchase")
         default:
-            throw PurchaseRefusal(PurchaseRefusal.malformed, "purchaseState \(purchase.purchaseState) is not documented")
+            throw PurchaseRefusal(.malformed, "purchaseState \(purchase.purchaseState) is not documented")
         }
 
-        let environment: String
+        let environment: PurchaseEnvironment
         switch purchase.purchaseType {
         case nil:
-            environment = Self.environmentProduction
+            environment = .production
         case ProductPurchase.typeTest?:
             guard allowTestPurchases else {
-                throw PurchaseRefusal(PurchaseRefusal.environmentNotAllowed,
+                throw PurchaseRefusal(.environmentNotAllowed,
                                       "the purchase is a license tester's, and test purchases are not allowed")
             }
-            environment = Self.environmentTest
+            environment = .test
         case ProductPurchase.typePromo?:
-            environment = Self.environmentPromo
+            environment = .promo
         case ProductPurchase.typeRewarded?:
-            throw PurchaseRefusal(PurchaseRefusal.notConsumable, "the purchase is a rewarded product: nothing was paid")
+            throw PurchaseRefusal(.notConsumable, "the purchase is a rewarded product: nothing was paid")
         case let other?:
-            throw PurchaseRefusal(PurchaseRefusal.malformed, "purchaseType \(other) is not documented")
+            throw PurchaseRefusal(.malformed, "purchaseType \(other) is not documented")
         }
 
         let quantity = purchase.quantity ?? 1
         guard Self.quantityRange.contains(quantity) else {
-            throw PurchaseRefusal(PurchaseRefusal.quantityOutOfRange, "the purchase quantity \(quantity) is outside 1...10")
+            throw PurchaseRefusal(.quantityOutOfRange, "the purchase quantity \(quantity) is outside 1...10")
         }
 
         try checkAccountID(purchase.obfuscatedExternalAccountId, userID: userID)
 
         let flowNo = Self.flowNo(orderID: purchase.orderId, purchaseToken: purchaseToken)
         if let requestedFlowNo, requestedFlowNo != flowNo {
-            throw PurchaseRefusal(PurchaseRefusal.transactionMismatch, "flow_no is not this purchase's flowNO")
+            throw PurchaseRefusal(.transactionMismatch, "flow_no is not this purchase's flowNO")
         }
         if let requestedQuantity, requestedQuantity != quantity {
-            throw PurchaseRefusal(PurchaseRefusal.transactionMismatch,
+            throw PurchaseRefusal(.transactionMismatch,
                                   "quantity \(requestedQuantity) differs from the purchase quantity \(quantity)")
         }
         return Accepted(flowNo: flowNo, quantity: quantity, environment: environment)
@@ -156,14 +153,14 @@ public struct PurchasePolicy: Sendable {
     private func checkAccountID(_ accountID: String?, userID: String) throws(PurchaseRefusal) {
         guard let accountID else {
             if requireAccountID {
-                throw PurchaseRefusal(PurchaseRefusal.accountMismatch,
+                throw PurchaseRefusal(.accountMismatch,
                                       "the purchase carries no obfuscatedExternalAccountId")
             }
             return
         }
         // `accountID(forUserID:)` is lowercase; an app may have sent uppercase hex.
         guard accountID.lowercased() == Self.accountID(forUserID: userID) else {
-            throw PurchaseRefusal(PurchaseRefusal.accountMismatch,
+            throw PurchaseRefusal(.accountMismatch,
                                   "the purchase's obfuscatedExternalAccountId is not this user's")
         }
     }
@@ -171,46 +168,27 @@ public struct PurchasePolicy: Sendable {
 
 /// A verified Google purchase that must not be credited for this request.
 ///
-/// `reason` is one of the constants below: stable codes, safe to return to
-/// clients and to count in metrics, shared with the App Store's where they
-/// mean the same. `detail` is a sentence that holds no token or user data.
+/// `reason` is a stable code, safe to return to clients and to count in
+/// metrics, shared with the App Store's where they mean the same. `detail`
+/// is a sentence that holds no token or user data.
 public struct PurchaseRefusal: Error, Sendable, Equatable, CustomStringConvertible {
-    public let reason: String
+    /// Of Google's checks: `purchase_pending` (purchaseState 2, not paid
+    /// yet), `revoked` (canceled, purchaseState 1), `not_consumable` (a
+    /// rewarded product: nothing was paid), `environment_not_allowed` (a
+    /// licence tester's, and tests are not allowed), `quantity_out_of_range`,
+    /// `account_mismatch` (another user's `obfuscatedExternalAccountId`, or
+    /// none where one is required), `transaction_mismatch` (the request's
+    /// flowNO or quantity), `product_mismatch`, and `malformed` (a state or
+    /// type Google does not document).
+    public let reason: RefusalReason
     public let detail: String
 
-    /// The purchase is pending (purchaseState 2): not paid yet.
-    public static let purchasePending = "purchase_pending"
-    /// Google canceled the purchase (purchaseState 1).
-    public static let revoked = "revoked"
-    /// A rewarded product (purchaseType 2): nothing was paid.
-    public static let notConsumable = "not_consumable"
-    /// A license tester's purchase (purchaseType 0), and tests are not allowed.
-    public static let environmentNotAllowed = "environment_not_allowed"
-    /// The quantity lies outside 1...10.
-    public static let quantityOutOfRange = "quantity_out_of_range"
-    /// The purchase's `obfuscatedExternalAccountId` is another user's, or
-    /// missing where one is required.
-    public static let accountMismatch = "account_mismatch"
-    /// The request's flowNO or quantity is not the purchase's.
-    public static let transactionMismatch = "transaction_mismatch"
-    /// The purchase is of another Google Play product than the request's,
-    /// or the catalog cannot tell which of its products one is.
-    public static let productMismatch = "product_mismatch"
-    /// Google's answer has a state or type Google does not document.
-    public static let malformed = "malformed"
-
-    /// Every reason, for fixed metric label sets.
-    public static let allReasons = [
-        purchasePending, revoked, notConsumable, environmentNotAllowed, quantityOutOfRange, accountMismatch,
-        transactionMismatch, productMismatch, malformed,
-    ]
-
-    public init(_ reason: String, _ detail: String) {
+    public init(_ reason: RefusalReason, _ detail: String) {
         self.reason = reason
         self.detail = detail
     }
 
     public var description: String {
-        "\(reason): \(detail)"
+        "\(reason.rawValue): \(detail)"
     }
 }

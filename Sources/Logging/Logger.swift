@@ -1,5 +1,6 @@
 import Foundation
 import JSON
+import Timestamps
 
 /// A structured logger that writes one JSON object per line.
 ///
@@ -90,7 +91,7 @@ public struct Logger: Sendable {
         var fields = metadata
         for (key, value) in extra() { fields[key] = value }
         var members: [(key: String, value: JSONValue)] = [
-            ("ts", .string(Self.timestamp())), ("level", .string(level.name)), ("logger", .string(label)),
+            ("ts", .string(Date().rfc3339)), ("level", .string(level.name)), ("logger", .string(label)),
             ("msg", .string(message())),
         ]
         for key in fields.keys.sorted() {
@@ -98,10 +99,6 @@ public struct Logger: Sendable {
         }
         // The writer of every API body writes the line too: one escaping rule.
         sink.write(JSONValue.object(members).serializedText() + "\n")
-    }
-
-    private static func timestamp() -> String {
-        Date().formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
     }
 }
 

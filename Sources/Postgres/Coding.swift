@@ -1,3 +1,6 @@
+public import Foundation
+import Timestamps
+
 /// A Swift value that can be sent as a text-format bind parameter.
 public protocol PostgresEncodable: Sendable {
     /// The PostgreSQL text representation; nil is SQL NULL.
@@ -48,6 +51,26 @@ extension Bool: PostgresEncodable, PostgresDecodable {
         default: throw .undecodable(text, as: "Bool")
         }
     }
+}
+
+/// A text column that holds one of a fixed set of values, read into the
+/// Swift enum whose raw values are that set and sent as its raw value. A
+/// value the enum does not have is a decoding error, never a default: the
+/// database and the code disagree, and the caller must not go on as if not.
+/// The conforming types say so with an empty extension.
+extension PostgresDecodable where Self: RawRepresentable, RawValue == String {
+    public init(postgresText text: String) throws(PostgresError) {
+        guard let value = Self(rawValue: text) else {
+            // The column holds a code, not data; a long value is cut short.
+            throw PostgresError(kind: .decoding,
+                                serverMessage: "\(String(reflecting: Self.self)) has no value \(text.prefix(64))")
+        }
+        self = value
+    }
+}
+
+extension PostgresEncodable where Self: RawRepresentable, RawValue == String {
+    public var postgresText: String? { rawValue }
 }
 
 /// `bytea`, in PostgreSQL's hex format (`\x0a1b…`).
@@ -129,29 +152,47 @@ public struct PostgresRecord: Sendable, PostgresEncodable {
     }
 }
 
-/// A `timestamptz` column as RFC 3339 UTC text with microseconds
-/// (`2026-01-02T03:04:05.678900Z`). Connections run with `TimeZone` UTC and
-/// the ISO date style, so the server writes `2026-01-02 03:04:05.6789+00`.
-public struct Timestamp: Hashable, Sendable, PostgresDecodable {
-    public var rfc3339: String
-
+/// A `timestamptz`, read once into a `Date`: the one decoder of the times
+/// the database returns. Connections run with `TimeZone` UTC and the ISO
+/// date style, so the server writes `2026-01-02 03:04:05.6789+00` (no
+/// fraction when it is zero, at most six digits). A value outside what the
+/// service stores (BC, after year 9999, `infinity`) is refused. A `Date`
+/// goes to the server in `Date.rfc3339`'s form, which it reads back exactly.
+extension Date: PostgresDecodable, PostgresEncodable {
     public init(postgresText text: String) throws(PostgresError) {
         let bytes = Array(text.utf8)
         // "YYYY-MM-DD HH:MM:SS", an optional fraction, then "+00".
-        guard bytes.count >= 22, bytes[10] == UInt8(ascii: " "), bytes.suffix(3) == Array("+00".utf8),
-              bytes[..<19].allSatisfy({ (0x30...0x3a).contains($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: " ") })
-        else { throw .undecodable(text, as: "Timestamp") }
-        var fraction = bytes[19..<(bytes.count - 3)]
+        guard bytes.count >= 22, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"),
+              bytes[10] == UInt8(ascii: " "), bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"),
+              bytes.suffix(3) == Array("+00".utf8),
+              let year = Self.number(bytes[0..<4]), let month = Self.number(bytes[5..<7]),
+              let day = Self.number(bytes[8..<10]), let hour = Self.number(bytes[11..<13]),
+              let minute = Self.number(bytes[14..<16]), let second = Self.number(bytes[17..<19])
+        else { throw .undecodable(text, as: "Date") }
+        var microsecond = 0
+        let fraction = bytes[19..<(bytes.count - 3)]
         if !fraction.isEmpty {
-            guard fraction.first == UInt8(ascii: "."), fraction.count <= 7,
-                  fraction.dropFirst().allSatisfy({ (0x30...0x39).contains($0) }) else {
-                throw .undecodable(text, as: "Timestamp")
-            }
-            fraction = fraction.dropFirst()
+            guard fraction.first == UInt8(ascii: "."), (2...7).contains(fraction.count),
+                  let digits = Self.number(fraction.dropFirst()) else { throw .undecodable(text, as: "Date") }
+            microsecond = digits
+            for _ in fraction.count..<7 { microsecond *= 10 }
         }
-        var output = Array(bytes[..<10]) + [UInt8(ascii: "T")] + Array(bytes[11..<19]) + [UInt8(ascii: ".")]
-        output += fraction + Array(repeating: UInt8(ascii: "0"), count: 6 - fraction.count) + [UInt8(ascii: "Z")]
-        rfc3339 = String(decoding: output, as: UTF8.self)
+        guard let date = Date(utc: year, month, day, hour, minute, second, microsecond: microsecond) else {
+            throw .undecodable(text, as: "Date")
+        }
+        self = date
+    }
+
+    public var postgresText: String? { rfc3339 }
+
+    /// The decimal digits of `bytes`, or nil when one is not a digit.
+    private static func number(_ bytes: ArraySlice<UInt8>) -> Int? {
+        var value = 0
+        for byte in bytes {
+            guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+            value = value * 10 + Int(byte - UInt8(ascii: "0"))
+        }
+        return value
     }
 }
 

@@ -13,7 +13,7 @@ public enum WalletError: Error, Sendable, Equatable {
     /// capture, the balance) is below the amount.
     case insufficientFunds(balance: Int64, available: Int64)
     /// The hold is no longer `held`: it was captured, released or expired.
-    case holdNotActive(status: String)
+    case holdNotActive(status: HoldStatus)
     /// A capture of more than the hold; `held` is the hold's amount.
     case amountExceedsHold(held: Int64)
     /// The flowNO is already credited to another user, product or quantity.
@@ -23,8 +23,8 @@ public enum WalletError: Error, Sendable, Equatable {
     case amountMismatch(expected: Int64)
     /// The idempotency key was used before for a different request.
     case idempotencyKeyReused
-    /// The store's evidence did not hold; `reason` is a stable code.
-    case verificationFailed(reason: String, detail: String)
+    /// The store's evidence did not hold, for `reason`.
+    case verificationFailed(reason: RefusalReason, detail: String)
     /// The store says the purchase is not paid yet (Google Play's pending
     /// state); the same request succeeds once it is.
     case purchasePending

@@ -40,7 +40,7 @@ struct AppStoreAPI: Sendable {
             }
             signedPayload = text
         } catch {
-            metrics.countNotification(failure: .refused, reason: .malformed)
+            metrics.countNotification(.refused(.malformed))
             let kind = NotificationRefusals.Kind(reason: .malformed, appleSigned: false)
             if let refusals = notifications.refusals.refused(kind, requestID: request.requestID) {
                 // Kept for the console off this thread, when there is room.
@@ -57,7 +57,7 @@ struct AppStoreAPI: Sendable {
             do {
                 // Waiting in the queue used up the request's time: Apple retries.
                 guard ContinuousClock.now < deadline else {
-                    metrics.countNotification(failure: .overloaded)
+                    metrics.countNotification(.failed(.overloaded))
                     throw WalletError.overloaded
                 }
                 responder.send(try process(signedPayload, requestID: requestID, deadline: deadline))
@@ -66,7 +66,7 @@ struct AppStoreAPI: Sendable {
             }
         }
         if !queued {
-            metrics.countNotification(failure: .overloaded)
+            metrics.countNotification(.failed(.overloaded))
             logger.warning("notification refused: too much notification work queued", ["request.id": requestID])
             responder.fail(WalletError.overloaded)
         }
@@ -77,7 +77,7 @@ struct AppStoreAPI: Sendable {
         let processed = try notifications.process(signedPayload, requestID: requestID, deadline: deadline)
         return .json([
             "notification_uuid": .string(processed.notificationUUID),
-            "notification_type": .string(processed.notificationType), "outcome": .string(processed.outcome),
+            "notification_type": .string(processed.notificationType), "outcome": .string(processed.outcome.rawValue),
         ])
     }
 }
@@ -98,7 +98,7 @@ struct NotificationProcessor: Sendable {
     struct Processed: Sendable {
         var notificationUUID: String
         var notificationType: String
-        var outcome: String
+        var outcome: AppStoreNotificationOutcome
     }
 
     /// Throws `WalletError.verificationFailed` for a payload that does not
@@ -108,15 +108,15 @@ struct NotificationProcessor: Sendable {
         do {
             notification = try verifier.verifyNotification(signedPayload)
         } catch {
-            metrics.countNotification(failure: .refused, reason: error.reason)
+            metrics.countNotification(.refused(error.reason))
             let kind = NotificationRefusals.Kind(reason: error.reason, appleSigned: error.isAppleSigned)
             if let refusals = refusals.refused(kind, requestID: requestID) {
                 recordRefusal(kind, refusals: refusals, deadline: min(deadline, .now + .seconds(1)))
             }
-            throw WalletError.verificationFailed(reason: error.reason.rawValue, detail: error.detail)
+            throw WalletError.verificationFailed(reason: error.reason.refusalReason, detail: error.detail)
         }
         if let readiness, !readiness.isSchemaReady {
-            metrics.countNotification(failure: .error)
+            metrics.countNotification(.failed(.error))
             throw WalletError.databaseUnavailable
         }
         let payload = notification.payload
@@ -136,16 +136,16 @@ struct NotificationProcessor: Sendable {
             applied = try ledger.applyNotification(record, queueConsumption: queueConsumption, deadline: deadline)
             metrics.countCoins(.refunded, applied.refundedCoins)
         } catch {
-            metrics.countNotification(failure: .error)
+            metrics.countNotification(.failed(.error))
             throw error
         }
         let outcome = applied.outcome
-        metrics.countNotification(outcome: outcome)
+        metrics.countNotification(.applied(outcome))
         if applied.consumptionQueued {
             metrics.countConsumption(.queued)
         }
         logger.info("notification applied", ["request.id": requestID ?? "reconcile", "appstore.type": payload.notificationType,
-                                              "appstore.outcome": outcome])
+                                              "appstore.outcome": outcome.rawValue])
         return Processed(notificationUUID: payload.notificationUUID, notificationType: payload.notificationType,
                          outcome: outcome)
     }
@@ -157,7 +157,7 @@ struct NotificationProcessor: Sendable {
     func recordRefusal(_ kind: NotificationRefusals.Kind, refusals: Int, deadline: ContinuousClock.Instant) {
         guard readiness?.isSchemaReady ?? true else { return }
         do {
-            try ledger.recordRefusedNotification(reason: kind.reason.rawValue, appleSigned: kind.appleSigned,
+            try ledger.recordRefusedNotification(reason: kind.reason.refusalReason, appleSigned: kind.appleSigned,
                                                  refusals: refusals, deadline: deadline)
         } catch {
             logger.warning("refused notification not recorded", ["appstore.reason": kind.reason.rawValue,

@@ -25,7 +25,7 @@ struct CreditVerification: Sendable {
         var source: Configuration.CreditVerification
         /// `Production` or `Sandbox` for App Store evidence, `Production`,
         /// `Test` or `Promo` for Google Play's; nil for the caller's word.
-        var environment: String?
+        var environment: PurchaseEnvironment?
         var purchaseToken: String?
     }
 
@@ -80,7 +80,7 @@ struct CreditVerification: Sendable {
         let mode = mode(of: body)
         guard modes.contains(mode) else {
             throw WalletError.verificationFailed(
-                reason: "mode_not_enabled",
+                reason: .modeNotEnabled,
                 detail: "credit verification mode \(mode.rawValue) is not enabled on this service")
         }
         // Only a Google request may leave the flowNO out (CreditBody checks).
@@ -137,7 +137,7 @@ struct CreditVerification: Sendable {
     }
 
     static let transactionNotFound = WalletError.verificationFailed(
-        reason: "transaction_not_found", detail: "Apple knows no transaction with this flowNO in any accepted environment")
+        reason: .transactionNotFound, detail: "Apple knows no transaction with this flowNO in any accepted environment")
 
     private func verifySignedTransaction(_ jws: String, _ body: CreditBody,
                                          source: Configuration.CreditVerification = .appStoreJWS) throws -> Verified {
@@ -145,7 +145,7 @@ struct CreditVerification: Sendable {
         do {
             transaction = try transactions.verifyTransaction(jws)
         } catch {
-            throw WalletError.verificationFailed(reason: error.reason.rawValue, detail: error.detail)
+            throw WalletError.verificationFailed(reason: error.reason.refusalReason, detail: error.detail)
         }
         let quantity: Int
         let flowNo = try self.flowNo(body)
@@ -156,10 +156,14 @@ struct CreditVerification: Sendable {
             throw WalletError.verificationFailed(reason: error.reason, detail: error.detail)
         }
         guard let verifiedQuantity = Quantity(quantity) else {
-            throw WalletError.verificationFailed(reason: "malformed", detail: "the signed quantity is out of range")
+            throw WalletError.verificationFailed(reason: .malformed, detail: "the signed quantity is out of range")
         }
-        return Verified(flowNo: flowNo, quantity: verifiedQuantity, source: source,
-                        environment: transaction.payload.environment.rawValue)
+        // The verifier takes only allowed environments, which are the App Store's own.
+        guard let environment = PurchaseEnvironment(rawValue: transaction.payload.environment.rawValue) else {
+            throw WalletError.verificationFailed(reason: .environmentNotAllowed,
+                                                 detail: "the signed transaction is from no environment a credit records")
+        }
+        return Verified(flowNo: flowNo, quantity: verifiedQuantity, source: source, environment: environment)
     }
 
     private func verifyReceipt(_ receipt: String, _ body: CreditBody) throws -> Verified {
@@ -175,10 +179,10 @@ struct CreditVerification: Sendable {
             }
         }
         guard let quantity = Quantity(purchase.quantity) else {
-            throw WalletError.verificationFailed(reason: "malformed", detail: "the receipt's quantity is out of range")
+            throw WalletError.verificationFailed(reason: .malformed, detail: "the receipt's quantity is out of range")
         }
         if let requested = body.quantity, requested != quantity {
-            throw WalletError.verificationFailed(reason: "transaction_mismatch",
+            throw WalletError.verificationFailed(reason: .transactionMismatch,
                                                  detail: "the request's quantity differs from the receipt's")
         }
         return Verified(flowNo: flowNo, quantity: quantity, source: .appStoreReceipt, environment: purchase.environment)

@@ -21,7 +21,7 @@ struct GooglePlayCredits: Sendable {
     struct Verified: Sendable, Equatable {
         var flowNo: FlowNumber
         var quantity: Quantity
-        var environment: String
+        var environment: PurchaseEnvironment
     }
 
     func verify(token: String, userID: UserID, productID: ProductID, requestedFlowNo: FlowNumber?,
@@ -35,7 +35,7 @@ struct GooglePlayCredits: Sendable {
             logger.warning("a Google Play product id names more than one active product; its credits are refused",
                            ["googleplay.product": googleProductID])
             throw WalletError.verificationFailed(
-                reason: PurchaseRefusal.productMismatch,
+                reason: .productMismatch,
                 detail: "the catalog gives this product's Google Play id to more than one active product")
         }
         let purchase: ProductPurchase
@@ -46,7 +46,7 @@ struct GooglePlayCredits: Sendable {
             case .notFound, .refused(400, _):
                 // Google answers 400 for a token it cannot read at all.
                 throw WalletError.verificationFailed(
-                    reason: "transaction_not_found", detail: "Google Play knows no purchase of this product with this token")
+                    reason: .transactionNotFound, detail: "Google Play knows no purchase of this product with this token")
             case .unavailable, .refused, .malformedAnswer:
                 logger.warning("Google Play could not verify a purchase", ["error": error.description])
                 throw WalletError.verificationUnavailable
@@ -58,11 +58,11 @@ struct GooglePlayCredits: Sendable {
                                         requestedFlowNo: requestedFlowNo?.rawValue,
                                         requestedQuantity: requestedQuantity?.value)
         } catch {
-            if error.reason == PurchaseRefusal.purchasePending { throw WalletError.purchasePending }
+            if error.reason == .purchasePending { throw WalletError.purchasePending }
             throw WalletError.verificationFailed(reason: error.reason, detail: error.detail)
         }
         guard let flowNo = FlowNumber(accepted.flowNo), let quantity = Quantity(accepted.quantity) else {
-            throw WalletError.verificationFailed(reason: "malformed",
+            throw WalletError.verificationFailed(reason: .malformed,
                                                  detail: "Google's orderId or quantity is outside what a credit takes")
         }
         return Verified(flowNo: flowNo, quantity: quantity, environment: accepted.environment)

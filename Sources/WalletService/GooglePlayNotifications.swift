@@ -53,8 +53,8 @@ struct GooglePlayVoids: Sendable {
     }
 
     /// A listed void as the ledger records it.
-    static func void(_ purchase: VoidedPurchase, source: String) -> GooglePlayVoid {
-        GooglePlayVoid(voidedAtMilliseconds: purchase.voidedTimeMillis, refundType: purchase.isPartial ? 2 : 1,
+    static func void(_ purchase: VoidedPurchase, source: GooglePlayVoidSource) -> GooglePlayVoid {
+        GooglePlayVoid(voidedAtMilliseconds: purchase.voidedTimeMillis, refundType: purchase.isPartial ? .partial : .full,
                        voidedQuantity: purchase.voidedQuantity, orderID: purchase.orderId, source: source)
     }
 
@@ -64,9 +64,16 @@ struct GooglePlayVoids: Sendable {
     }
 
     /// Counts the coins applying voids took back, and how it ended.
-    func count(_ applied: GooglePlayApplied) {
+    func count(_ applied: GooglePlayApplied<GooglePlayVoidOutcome>) {
         metrics.countCoins(.refunded, applied.refundedCoins)
-        if let outcome = Metrics.GoogleVoidOutcome(applied.outcome) { metrics.countGoogleVoids(outcome) }
+        metrics.countGoogleVoids(.applied(applied.outcome))
+    }
+
+    /// The same for a notification's voids: one recorded without voids, or
+    /// seen before, applied none.
+    func count(_ applied: GooglePlayApplied<GooglePlayNotificationOutcome>) {
+        metrics.countCoins(.refunded, applied.refundedCoins)
+        if case .voids(let outcome) = applied.outcome { metrics.countGoogleVoids(.applied(outcome)) }
     }
 }
 
@@ -113,7 +120,7 @@ struct VoidedPurchasesSweep: MarkedSweep {
             do {
                 let applied = try voids.ledger.applyGooglePlayVoids(
                     flowNo: GooglePlayVoids.flowNo(purchase), purchaseToken: purchase.purchaseToken,
-                    voids: [GooglePlayVoids.void(purchase, source: "sweep")],
+                    voids: [GooglePlayVoids.void(purchase, source: .sweep)],
                     deadline: .now + .seconds(Reconciler.applySeconds))
                 voids.count(applied)
                 if [.refunded, .revoked].contains(applied.outcome) { summary.applied += 1 } else { summary.already += 1 }
@@ -183,12 +190,12 @@ struct GooglePlayNotificationsAPI: Sendable {
                 responder.send(try process(request, authenticator: authenticator, voids: voids, packageName: packageName,
                                            deadline: deadline))
             } catch {
-                if case WalletError.overloaded = error { metrics.countGooglePlayNotification("overloaded") }
+                if case WalletError.overloaded = error { metrics.countGooglePlayNotification(.notApplied(.overloaded)) }
                 responder.fail(error)
             }
         }
         if !queued {
-            metrics.countGooglePlayNotification("overloaded")
+            metrics.countGooglePlayNotification(.notApplied(.overloaded))
             responder.fail(WalletError.overloaded)
         }
     }
@@ -200,24 +207,24 @@ struct GooglePlayNotificationsAPI: Sendable {
         } catch {
             if error.isRetryable {
                 logger.warning("Google's push keys could not be read", ["error": error.description])
-                metrics.countGooglePlayNotification("error")
+                metrics.countGooglePlayNotification(.notApplied(.error))
                 throw WalletError.verificationUnavailable
             }
-            metrics.countGooglePlayNotification("unauthorized")
+            metrics.countGooglePlayNotification(.notApplied(.unauthorized))
             logger.warning("Google Play notification refused", ["request.id": request.requestID,
                                                                 "googleplay.reason": error.reason.rawValue])
-            throw GooglePlayPushError.unauthorized(reason: error.reason.rawValue)
+            throw GooglePlayPushError.unauthorized(reason: error.reason)
         }
         let message: PushMessage
         do {
             message = try PushMessage.parse(request.body)
         } catch {
-            metrics.countGooglePlayNotification("malformed")
+            metrics.countGooglePlayNotification(.notApplied(.malformed))
             throw GooglePlayPushError.malformed(detail: error.description)
         }
         let notification = message.notification
         guard notification.packageName == packageName else {
-            metrics.countGooglePlayNotification("ignored")
+            metrics.countGooglePlayNotification(.notApplied(.ignored))
             logger.warning("Google Play notification for another package ignored",
                            ["request.id": request.requestID, "googleplay.package": notification.packageName])
             return Response(status: 204)
@@ -242,16 +249,16 @@ struct GooglePlayNotificationsAPI: Sendable {
         case .subscription, .test, .other:
             break
         }
-        let applied: GooglePlayApplied
+        let applied: GooglePlayApplied<GooglePlayNotificationOutcome>
         do {
             applied = try voids.ledger.applyGooglePlayNotification(record, deadline: deadline)
         } catch {
-            metrics.countGooglePlayNotification("error")
+            metrics.countGooglePlayNotification(.notApplied(.error))
             throw error
         }
         if record.voids != nil { voids.count(applied) }
-        metrics.countGooglePlayNotification(applied.outcome.rawValue)
-        logger.info("Google Play notification applied", ["request.id": request.requestID, "googleplay.kind": record.kind,
+        metrics.countGooglePlayNotification(.applied(applied.outcome))
+        logger.info("Google Play notification applied", ["request.id": request.requestID, "googleplay.kind": record.kind.rawValue,
                                                          "googleplay.outcome": applied.outcome.rawValue])
         return Response(status: 204)
     }
@@ -272,7 +279,7 @@ struct GooglePlayNotificationsAPI: Sendable {
     /// Anything else is `void_not_confirmed`.
     private func confirmedVoids(token: String, refundType: Int?, eventTime: Date, voids: GooglePlayVoids, requestID: String,
                                 deadline: ContinuousClock.Instant) throws -> Confirmed {
-        let partial = refundType == 2
+        let partial = refundType == GooglePlayRefundType.partial.rawValue
         let now = Date()
         let start = min(max(eventTime.addingTimeInterval(-GooglePlayVoids.pushLookBackSeconds),
                             now.addingTimeInterval(-GooglePlayVoids.listDaysMax * 86_400 + GooglePlayVoids.listMarginSeconds)),
@@ -281,18 +288,18 @@ struct GooglePlayNotificationsAPI: Sendable {
         do {
             listed = try voids.voided(from: start, to: nil, only: token).purchases
         } catch {
-            metrics.countGooglePlayNotification("error")
+            metrics.countGooglePlayNotification(.notApplied(.error))
             logger.warning("the voided purchases list could not be read for a pushed void", ["error": error.description])
             throw WalletError.verificationUnavailable
         }
         if let shown = listed.first(where: { $0.isPartial == partial }) {
-            return Confirmed(voids: listed.map { GooglePlayVoids.void($0, source: "push") },
+            return Confirmed(voids: listed.map { GooglePlayVoids.void($0, source: .push) },
                              flowNo: GooglePlayVoids.flowNo(shown))
         }
         if !partial, let canceled = try canceledPurchase(token: token, eventTime: eventTime, voids: voids, deadline: deadline) {
             return canceled
         }
-        metrics.countGooglePlayNotification("unconfirmed")
+        metrics.countGooglePlayNotification(.notApplied(.unconfirmed))
         logger.warning("a pushed Google Play void is not confirmed by Google; nothing recorded",
                        ["request.id": requestID, "googleplay.refund_type": refundType.map(String.init) ?? "none"])
         throw GooglePlayPushError.voidNotConfirmed
@@ -310,7 +317,7 @@ struct GooglePlayNotificationsAPI: Sendable {
             }
             productID = credited
         } catch {
-            metrics.countGooglePlayNotification("error")
+            metrics.countGooglePlayNotification(.notApplied(.error))
             throw error
         }
         let purchase: ProductPurchase
@@ -321,7 +328,7 @@ struct GooglePlayNotificationsAPI: Sendable {
             case .notFound, .refused:
                 return nil
             case .unavailable, .malformedAnswer:
-                metrics.countGooglePlayNotification("error")
+                metrics.countGooglePlayNotification(.notApplied(.error))
                 logger.warning("Google Play could not be asked about a pushed void", ["error": error.description])
                 throw WalletError.verificationUnavailable
             }
@@ -329,7 +336,7 @@ struct GooglePlayNotificationsAPI: Sendable {
         guard purchase.purchaseState == ProductPurchase.stateCanceled, purchase.productId.map({ $0 == productID }) ?? true
         else { return nil }
         let void = GooglePlayVoid(voidedAtMilliseconds: Int64((eventTime.timeIntervalSince1970 * 1000).rounded()),
-                                  refundType: 1, voidedQuantity: nil, orderID: purchase.orderId, source: "push")
+                                  refundType: .full, voidedQuantity: nil, orderID: purchase.orderId, source: .push)
         return Confirmed(voids: [void], flowNo: PurchasePolicy.flowNo(orderID: purchase.orderId, purchaseToken: token))
     }
 }

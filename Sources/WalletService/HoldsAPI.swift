@@ -16,11 +16,10 @@ import WalletStore
 extension WalletAPI {
     func registerHolds(on router: Router) {
         router.add("POST", "/v1/holds", gate: admit(.debit), postHold)
-        router.add("POST", "/v1/holds/{id}/capture", gate: admit(.debit)) { request, responder in
-            postHoldAction(request, responder, action: "capture")
-        }
-        router.add("POST", "/v1/holds/{id}/release", gate: admit(.debit)) { request, responder in
-            postHoldAction(request, responder, action: "release")
+        for action in [HoldAction.capture, .release] {
+            router.add("POST", "/v1/holds/{id}/\(action.rawValue)", gate: admit(.debit)) { request, responder in
+                postHoldAction(request, responder, action: action)
+            }
         }
         router.add("GET", "/v1/holds/{id}", gate: admit(.read), sync: getHold)
     }
@@ -43,7 +42,7 @@ extension WalletAPI {
         }
     }
 
-    func postHoldAction(_ request: Request, _ responder: Responder, action: String) {
+    func postHoldAction(_ request: Request, _ responder: Responder, action: HoldAction) {
         do {
             let client = client(of: request)
             let holdID = try Self.holdID(request)
@@ -51,11 +50,15 @@ extension WalletAPI {
             let json: JSONValue = request.body.isEmpty ? .object([]) : try JSONBody.parse(request)
             let key = try idempotencyKey(request)
             let body = try HoldActionBody(json: json, action: action)
+            let operation: LedgerStore.HoldOperation = switch action {
+            case .capture: .capture(holdID: holdID, amount: body.amount)
+            case .release: .release(holdID: holdID)
+            case .place: preconditionFailure("a hold is placed by POST /v1/holds, not by an action on one")
+            }
             let hold = LedgerStore.HoldRequest(
                 client: client.name, anyClient: client.allows(.admin), key: key,
                 requestHash: SHA256.hash(body.canonicalText(action: action, holdID: holdID)),
-                requestID: request.requestID,
-                operation: action == "capture" ? .capture(holdID: holdID, amount: body.amount) : .release(holdID: holdID))
+                requestID: request.requestID, operation: operation)
             try runHold(hold, responder)
         } catch {
             responder.fail(error)
@@ -126,7 +129,7 @@ extension WalletAPI {
             return problem(.insufficientFunds(balance: balance, available: balance - held))
         case .holdNotActive:
             guard let hold = result.hold else { throw missing("hold") }
-            return problem(.holdNotActive(status: hold.status.rawValue))
+            return problem(.holdNotActive(status: hold.status))
         case .amountExceedsHold:
             guard let hold = result.hold else { throw missing("hold") }
             return problem(.amountExceedsHold(held: hold.amount))

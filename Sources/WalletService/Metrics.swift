@@ -11,8 +11,10 @@ import WalletStore
 ///
 /// Every label value comes from a fixed set, never from the client: a method
 /// outside the standard ones counts as `other`, a path no route matches as
-/// `unmatched`, an unknown notification outcome as `other`. So the exposition
-/// stays the same size whatever clients send.
+/// `unmatched`. So the exposition stays the same size whatever clients send.
+/// An outcome's label set is its enum's cases (`MetricLabels`), the enum the
+/// ledger's answers are decoded into: a new case is a new series, with no
+/// list here to keep in step.
 final class Metrics: Sendable, StoreMetrics {
     static let latencyBucketsSeconds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
     static let batchSizeBuckets: [Double] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
@@ -20,26 +22,35 @@ final class Metrics: Sendable, StoreMetrics {
     /// The methods counted by name; any other is `other`.
     static let methods: Set<String> = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT"]
 
-    /// The outcomes of `wallet.apply_appstore_notification` counted by name;
-    /// any other is `other`.
-    static let notificationOutcomes: Set<String> = [
-        "refunded", "already_refunded", "reversed", "not_refunded", "not_reversible", "revoked", "recorded",
-        "duplicate", "superseded", "unrevoked",
-    ]
+    /// How an App Store notification ended, for
+    /// `wallet_appstore_notifications_total`: applied, with what
+    /// `wallet.apply_appstore_notification` answered; refused by
+    /// verification, with its reason; or not applied.
+    enum NotificationOutcome: MetricLabels {
+        case applied(AppStoreNotificationOutcome)
+        case refused(VerificationFailure)
+        case failed(NotificationFailure)
 
-    /// How a notification ended when it was not applied.
-    enum NotificationFailure: String {
-        /// Refused by verification; counted with its reason.
-        case refused
+        static var allCases: [Self] {
+            AppStoreNotificationOutcome.allCases.map(Self.applied) + VerificationFailure.allCases.map(Self.refused)
+                + NotificationFailure.allCases.map(Self.failed)
+        }
+
+        var labels: String {
+            switch self {
+            case .applied(let outcome): "outcome=\"\(outcome.rawValue)\""
+            case .refused(let reason): "outcome=\"refused\",reason=\"\(reason.rawValue)\""
+            case .failed(let failure): "outcome=\"\(failure.rawValue)\""
+            }
+        }
+    }
+
+    /// Why a notification was not applied, when it was not refused.
+    enum NotificationFailure: String, CaseIterable {
         /// The pool for notification work was full; answered 503.
         case overloaded
         /// The database failed or could not be reached.
         case error
-    }
-
-    private struct NotificationKey: Hashable {
-        var outcome: String
-        var reason: String?
     }
 
     private struct RouteKey: Hashable {
@@ -81,7 +92,6 @@ final class Metrics: Sendable, StoreMetrics {
     /// `wallet_db_errors_total` kinds exported from start-up at zero; the
     /// `sqlstate_XXXXX` and `other` kinds appear when they happen.
     static let databaseErrorKinds = ["unavailable", "pool_timeout", "deadline", "unconfirmed_commit", "fast_fail"]
-    static let batchOperations = ["credit", "debit", "hold"]
     /// The status classes every route's request series start with: the
     /// ones the dashboard's rates and the 5xx alert divide.
     static let statusClasses = ["2xx", "5xx"]
@@ -90,27 +100,21 @@ final class Metrics: Sendable, StoreMetrics {
         var requests: [RouteKey: Histogram] = [:]
         var coins: [String: UInt64] = [:]
         var databaseErrors: [String: UInt64] = [:]
-        var batches: [String: Histogram] = [:]
-        var notifications: [NotificationKey: UInt64] = [:]
+        var batches: [BatchOperation: Histogram] = [:]
+        var notifications: [NotificationOutcome: UInt64] = [:]
         var storeRequests: [StoreRequestKey: Histogram] = [:]
-        var consumption: [String: UInt64] = [:]
-        var googleConsumes: [String: UInt64] = [:]
-        var googleNotifications: [String: UInt64] = [:]
-        var googleVoids: [String: UInt64] = [:]
+        var consumption: [ConsumptionOutcome: UInt64] = [:]
+        var googleConsumes: [ConsumptionOutcome: UInt64] = [:]
+        var googleNotifications: [GoogleNotificationOutcome: UInt64] = [:]
+        var googleVoids: [GoogleVoidOutcome: UInt64] = [:]
     }
 
     /// How applying one Google Play void ended, for
     /// `wallet_googleplay_voids_total`: each void the sweep reads, and each
     /// push Google confirmed.
-    enum GoogleVoidOutcome: String, CaseIterable {
-        /// Coins were taken back.
-        case refunded
-        /// The credit was refunded already.
-        case alreadyRefunded = "already_refunded"
-        /// The credit already stood where the voids put it (a void seen again).
-        case unchanged
-        /// The purchase was never credited: kept, so a credit of it is refused.
-        case revoked
+    enum GoogleVoidOutcome: MetricLabels {
+        /// What `wallet.apply_googleplay_voids` answered.
+        case applied(GooglePlayVoidOutcome)
         /// An entry of Google's list the service does not take (a token too
         /// long, a quantity below 1): logged, not applied.
         case refused
@@ -118,25 +122,51 @@ final class Metrics: Sendable, StoreMetrics {
         /// logged, and tried again by the next sweep.
         case failed
 
-        /// Nil for a notification's own outcomes: a notification recorded
-        /// without voids, or seen before, applied none.
-        init?(_ applied: GooglePlayApplied.Outcome) {
-            switch applied {
-            case .refunded: self = .refunded
-            case .alreadyRefunded: self = .alreadyRefunded
-            case .unchanged: self = .unchanged
-            case .revoked: self = .revoked
-            case .recorded, .duplicate: return nil
+        static var allCases: [Self] { GooglePlayVoidOutcome.allCases.map(Self.applied) + [.refused, .failed] }
+
+        var labels: String {
+            switch self {
+            case .applied(let outcome): "outcome=\"\(outcome.rawValue)\""
+            case .refused: "outcome=\"refused\""
+            case .failed: "outcome=\"failed\""
             }
         }
     }
 
-    /// How a Google Play notification ended: what applying it did, or why
-    /// it was not applied. Any other value counts as `other`.
-    static let googleNotificationOutcomes: Set<String> = [
-        "refunded", "already_refunded", "unchanged", "revoked", "recorded", "duplicate", "ignored", "unauthorized",
-        "malformed", "unconfirmed", "overloaded", "error", "other",
-    ]
+    /// How a Google Play notification ended, for
+    /// `wallet_googleplay_notifications_total`: what applying it did, or why
+    /// it was not applied.
+    enum GoogleNotificationOutcome: MetricLabels {
+        case applied(GooglePlayNotificationOutcome)
+        case notApplied(GoogleNotificationFailure)
+
+        static var allCases: [Self] {
+            GooglePlayNotificationOutcome.allCases.map(Self.applied) + GoogleNotificationFailure.allCases.map(Self.notApplied)
+        }
+
+        var labels: String {
+            switch self {
+            case .applied(let outcome): "outcome=\"\(outcome.rawValue)\""
+            case .notApplied(let failure): "outcome=\"\(failure.rawValue)\""
+            }
+        }
+    }
+
+    /// Why a Google Play push was not applied.
+    enum GoogleNotificationFailure: String, CaseIterable {
+        /// For another app's package: answered 204, not recorded.
+        case ignored
+        /// Its OIDC token was refused.
+        case unauthorized
+        /// Not a Pub/Sub push of a developer notification.
+        case malformed
+        /// A void Google does not show (yet).
+        case unconfirmed
+        /// The queue for Google Play work was full.
+        case overloaded
+        /// Google's keys or API, or the database, could not be reached.
+        case error
+    }
 
     /// The stores whose server APIs the service calls; each has its own
     /// metric families, `wallet_<store>_api_requests_total` and
@@ -155,16 +185,25 @@ final class Metrics: Sendable, StoreMetrics {
         var status: String
     }
 
-    /// How a consumption answer ended, for `wallet_appstore_consumption_total`.
-    enum ConsumptionOutcome: String, CaseIterable {
+    /// How a call the outbox owes a store ended, for
+    /// `wallet_appstore_consumption_total` and `wallet_googleplay_consume_total`:
+    /// queued, or an attempt that left its row in an outbox status.
+    enum ConsumptionOutcome: MetricLabels {
         /// Queued for sending.
         case queued
-        /// Apple accepted it.
-        case sent
-        /// Tried and to be tried again.
-        case retried
-        /// Refused by Apple, or out of time.
-        case failed
+        /// Sent (`sent`), to be tried again (`pending`: labelled `retried`),
+        /// or refused by the store or out of time (`failed`).
+        case attempted(OutboxStatus)
+
+        static var allCases: [Self] { [.queued] + OutboxStatus.allCases.map(Self.attempted) }
+
+        var labels: String {
+            switch self {
+            case .queued: "outcome=\"queued\""
+            case .attempted(.pending): "outcome=\"retried\""
+            case .attempted(let status): "outcome=\"\(status.rawValue)\""
+            }
+        }
     }
 
     private let state = Locked(State())
@@ -179,20 +218,14 @@ final class Metrics: Sendable, StoreMetrics {
         state.withLock { state in
             for kind in CoinMovement.allCases { state.coins[kind.rawValue] = 0 }
             for kind in Self.databaseErrorKinds { state.databaseErrors[kind] = 0 }
-            for operation in Self.batchOperations {
+            for operation in BatchOperation.allCases {
                 state.batches[operation] = Histogram(bucketCount: Self.batchSizeBuckets.count)
             }
-            for outcome in Self.notificationOutcomes { state.notifications[NotificationKey(outcome: outcome)] = 0 }
-            for reason in VerificationFailure.allCases {
-                state.notifications[NotificationKey(outcome: NotificationFailure.refused.rawValue, reason: reason.rawValue)] = 0
-            }
-            for failure in [NotificationFailure.overloaded, .error] {
-                state.notifications[NotificationKey(outcome: failure.rawValue)] = 0
-            }
-            for outcome in ConsumptionOutcome.allCases { state.consumption[outcome.rawValue] = 0 }
-            for outcome in ConsumptionOutcome.allCases { state.googleConsumes[outcome.rawValue] = 0 }
-            for outcome in Self.googleNotificationOutcomes { state.googleNotifications[outcome] = 0 }
-            for outcome in GoogleVoidOutcome.allCases { state.googleVoids[outcome.rawValue] = 0 }
+            state.notifications = NotificationOutcome.zeros
+            state.consumption = ConsumptionOutcome.zeros
+            state.googleConsumes = ConsumptionOutcome.zeros
+            state.googleNotifications = GoogleNotificationOutcome.zeros
+            state.googleVoids = GoogleVoidOutcome.zeros
         }
     }
 
@@ -237,17 +270,9 @@ final class Metrics: Sendable, StoreMetrics {
         state.withLock { $0.databaseErrors["fast_fail", default: 0] += 1 }
     }
 
-    /// Counts a notification applied with the SQL function's `outcome`.
-    func countNotification(outcome: String) {
-        let key = NotificationKey(outcome: Self.notificationOutcomes.contains(outcome) ? outcome : "other")
-        state.withLock { $0.notifications[key, default: 0] += 1 }
-    }
-
-    /// Counts a notification that was not applied; a refusal carries its
-    /// verification reason, a fixed set.
-    func countNotification(failure: NotificationFailure, reason: VerificationFailure? = nil) {
-        let key = NotificationKey(outcome: failure.rawValue, reason: failure == .refused ? reason?.rawValue ?? "malformed" : nil)
-        state.withLock { $0.notifications[key, default: 0] += 1 }
+    /// Counts an App Store notification by how it ended.
+    func countNotification(_ outcome: NotificationOutcome) {
+        state.withLock { $0.notifications[outcome, default: 0] += 1 }
     }
 
     /// One exchange with the App Store Server API; both labels are fixed sets.
@@ -273,28 +298,28 @@ final class Metrics: Sendable, StoreMetrics {
         }
     }
 
-    func countGooglePlayNotification(_ outcome: String) {
-        let known = Self.googleNotificationOutcomes.contains(outcome) ? outcome : "other"
-        state.withLock { $0.googleNotifications[known, default: 0] += 1 }
+    /// Counts a Google Play notification by how it ended.
+    func countGooglePlayNotification(_ outcome: GoogleNotificationOutcome) {
+        state.withLock { $0.googleNotifications[outcome, default: 0] += 1 }
     }
 
     /// Counts Google Play voids by how applying them ended.
     func countGoogleVoids(_ outcome: GoogleVoidOutcome, by count: Int = 1) {
         guard count > 0 else { return }
-        state.withLock { $0.googleVoids[outcome.rawValue, default: 0] += UInt64(count) }
+        state.withLock { $0.googleVoids[outcome, default: 0] += UInt64(count) }
     }
 
     /// How a Google Play consume ended (the outcomes of Apple's consumption answers).
     func countGoogleConsume(_ outcome: ConsumptionOutcome) {
-        state.withLock { $0.googleConsumes[outcome.rawValue, default: 0] += 1 }
+        state.withLock { $0.googleConsumes[outcome, default: 0] += 1 }
     }
 
     func countConsumption(_ outcome: ConsumptionOutcome, by count: Int = 1) {
         guard count > 0 else { return }
-        state.withLock { $0.consumption[outcome.rawValue, default: 0] += UInt64(count) }
+        state.withLock { $0.consumption[outcome, default: 0] += UInt64(count) }
     }
 
-    func observeBatch(operation: String, size: Int) {
+    func observeBatch(operation: BatchOperation, size: Int) {
         state.withLock { state in
             state.batches[operation, default: Histogram(bucketCount: Self.batchSizeBuckets.count)]
                 .observe(Double(size), bounds: Self.batchSizeBuckets)
@@ -334,17 +359,12 @@ final class Metrics: Sendable, StoreMetrics {
                  values: snapshot.databaseErrors)
         out += "# HELP wallet_batch_operations Operations per group-commit batch.\n"
         out += "# TYPE wallet_batch_operations histogram\n"
-        for operation in snapshot.batches.keys.sorted() {
-            histogram(&out, name: "wallet_batch_operations", labels: "operation=\"\(operation)\"",
+        for operation in snapshot.batches.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
+            histogram(&out, name: "wallet_batch_operations", labels: "operation=\"\(operation.rawValue)\"",
                       histogram: snapshot.batches[operation]!, bounds: Self.batchSizeBuckets)
         }
-        out += "# HELP wallet_appstore_notifications_total App Store notifications by outcome, and refusals by reason.\n"
-        out += "# TYPE wallet_appstore_notifications_total counter\n"
-        let notificationKeys = snapshot.notifications.keys.sorted { ($0.outcome, $0.reason ?? "") < ($1.outcome, $1.reason ?? "") }
-        for key in notificationKeys {
-            let labels = key.reason.map { "outcome=\"\(key.outcome)\",reason=\"\($0)\"" } ?? "outcome=\"\(key.outcome)\""
-            out += "wallet_appstore_notifications_total{\(labels)} \(snapshot.notifications[key]!)\n"
-        }
+        counters(&out, name: "wallet_appstore_notifications_total",
+                 help: "App Store notifications by outcome, and refusals by reason.", values: snapshot.notifications)
         for store in Store.allCases {
             let keys = snapshot.storeRequests.keys.filter { $0.store == store }.sorted { ($0.endpoint, $0.status) < ($1.endpoint, $1.status) }
             let family = "wallet_\(store.rawValue)_api"
@@ -363,15 +383,14 @@ final class Metrics: Sendable, StoreMetrics {
             }
         }
         counters(&out, name: "wallet_appstore_consumption_total", help: "Consumption answers to Apple by outcome.",
-                 label: "outcome", values: snapshot.consumption)
+                 values: snapshot.consumption)
         counters(&out, name: "wallet_googleplay_consume_total", help: "Google Play purchases consumed, by outcome.",
-                 label: "outcome", values: snapshot.googleConsumes)
+                 values: snapshot.googleConsumes)
         counters(&out, name: "wallet_googleplay_notifications_total",
-                 help: "Google Play real-time developer notifications by outcome.",
-                 label: "outcome", values: snapshot.googleNotifications)
+                 help: "Google Play real-time developer notifications by outcome.", values: snapshot.googleNotifications)
         counters(&out, name: "wallet_googleplay_voids_total",
                  help: "Google Play voids by how applying them ended; failed ones are tried again by the next sweep.",
-                 label: "outcome", values: snapshot.googleVoids)
+                 values: snapshot.googleVoids)
         counters(&out, name: "wallet_coins_total", help: "Coins moved by the service, by kind, counted after COMMIT.",
                  label: "kind", values: snapshot.coins)
         out += "# HELP wallet_ready 1 when the service is ready (as /readyz answers 200), else 0.\n"
@@ -401,6 +420,15 @@ final class Metrics: Sendable, StoreMetrics {
         }
     }
 
+    /// A counter family whose series are an enum's cases, in label order.
+    private func counters<Outcome: MetricLabels>(_ out: inout String, name: String, help: String,
+                                                 values: [Outcome: UInt64]) {
+        out += "# HELP \(name) \(help)\n# TYPE \(name) counter\n"
+        for (labels, count) in values.map({ ($0.key.labels, $0.value) }).sorted(by: { $0.0 < $1.0 }) {
+            out += "\(name){\(labels)} \(count)\n"
+        }
+    }
+
     private func histogram(_ out: inout String, name: String, labels: String, histogram: Histogram, bounds: [Double]) {
         for (index, bound) in bounds.enumerated() {
             out += "\(name)_bucket{\(labels),le=\"\(format(bound))\"} \(histogram.buckets[index])\n"
@@ -418,4 +446,16 @@ final class Metrics: Sendable, StoreMetrics {
         text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
             .replacingOccurrences(of: "\n", with: "\\n")
     }
+}
+
+/// A metric's label set that is an enum's cases: `labels` is one series'
+/// Prometheus labels (`outcome="refunded"`), and every case's series
+/// exists from start-up, at zero.
+protocol MetricLabels: Hashable, Sendable, CaseIterable where AllCases == [Self] {
+    var labels: String { get }
+}
+
+extension MetricLabels {
+    /// Every series at zero.
+    static var zeros: [Self: UInt64] { Dictionary(uniqueKeysWithValues: allCases.map { ($0, 0) }) }
 }

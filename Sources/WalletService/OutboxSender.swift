@@ -3,36 +3,50 @@ import Foundation
 import JSON
 import Locking
 import Logging
+import WalletCore
 import WalletStore
 
 /// The body of Send Consumption Information (version 2) for one purchase,
 /// from what the ledger knows of it.
 struct ConsumptionAnswer: Equatable {
-    var deliveryStatus: String
+    /// Apple's `deliveryStatus` values the service sends.
+    enum DeliveryStatus: String {
+        case delivered = "DELIVERED"
+        case undeliveredOther = "UNDELIVERED_OTHER"
+    }
+
+    /// Apple's `refundPreference` values.
+    enum RefundPreference: String {
+        case decline = "DECLINE"
+        case grantFull = "GRANT_FULL"
+        case grantProrated = "GRANT_PRORATED"
+    }
+
+    var deliveryStatus: DeliveryStatus
     /// Milliunits (100000 = all consumed); only with `DELIVERED`.
     var consumptionPercentage: Int?
-    var refundPreference: String
+    var refundPreference: RefundPreference
 
     /// `creditStatus` is the credit's status, nil when never credited.
-    init(creditStatus: String?, creditedAmount: Int64?, balance: Int64?, preference: Configuration.RefundPreference) {
-        if creditStatus == "credited", let amount = creditedAmount, amount > 0 {
-            deliveryStatus = "DELIVERED"
+    init(creditStatus: CreditStatus?, creditedAmount: Int64?, balance: Int64?, preference: Configuration.RefundPreference) {
+        if creditStatus == .credited, let amount = creditedAmount, amount > 0 {
+            deliveryStatus = .delivered
             let left = min(max(balance ?? 0, 0), amount)
             // At most 10^12 coins × 10^5: well inside Int64.
             consumptionPercentage = Int((amount - left) * 100_000 / amount)
         } else {
-            deliveryStatus = "UNDELIVERED_OTHER"
+            deliveryStatus = .undeliveredOther
             consumptionPercentage = nil
         }
         switch preference {
-        case .decline: refundPreference = "DECLINE"
-        case .grantFull: refundPreference = "GRANT_FULL"
-        case .grantProrated: refundPreference = "GRANT_PRORATED"
+        case .decline: refundPreference = .decline
+        case .grantFull: refundPreference = .grantFull
+        case .grantProrated: refundPreference = .grantProrated
         case .auto:
             switch consumptionPercentage {
-            case nil, 0: refundPreference = "GRANT_FULL"
-            case 100_000: refundPreference = "DECLINE"
-            default: refundPreference = "GRANT_PRORATED"
+            case nil, 0: refundPreference = .grantFull
+            case 100_000: refundPreference = .decline
+            default: refundPreference = .grantProrated
             }
         }
     }
@@ -41,8 +55,8 @@ struct ConsumptionAnswer: Equatable {
     var json: String {
         var members: [(key: String, value: JSONValue)] = [("customerConsented", true)]
         if let consumptionPercentage { members.append(("consumptionPercentage", JSONValue(consumptionPercentage))) }
-        members.append(("deliveryStatus", .string(deliveryStatus)))
-        members.append(("refundPreference", .string(refundPreference)))
+        members.append(("deliveryStatus", .string(deliveryStatus.rawValue)))
+        members.append(("refundPreference", .string(refundPreference.rawValue)))
         members.append(("sampleContentProvided", false))
         return JSONValue.object(members).serializedText()
     }
@@ -119,7 +133,7 @@ final class OutboxSender: Sendable {
             let longest = handlers.values.map(\.timeoutSeconds).max() ?? 10
             tasks = try ledger.claimOutbox(Array(handlers.keys), limit: Self.batchMax,
                                            leaseSeconds: Int(longest.rounded(.up)) * Self.batchMax + 60,
-                                           nowMilliseconds: Self.milliseconds(clock.date))
+                                           now: clock.date)
         } catch {
             logger.warning("the outbox could not be read", ["error": String(reflecting: error)])
             return
@@ -134,15 +148,15 @@ final class OutboxSender: Sendable {
         let (status, failure, retrySeconds, body) = Self.decide(task, attempt: {
             handler.send(task)
         }, nowMilliseconds: Self.milliseconds(clock.date))
-        handler.count(status == "sent" ? .sent : status == "pending" ? .retried : .failed)
+        handler.count(.attempted(status))
         do {
             try ledger.recordOutboxAttempt(task.kind, key: task.key, status: status, body: body, error: failure,
-                                           retryInSeconds: retrySeconds, nowMilliseconds: Self.milliseconds(clock.date))
+                                           retryInSeconds: retrySeconds, now: clock.date)
         } catch {
             logger.warning("an outbox attempt could not be recorded",
                            ["outbox.kind": task.kind.rawValue, "flow_no": task.flowNo, "error": String(reflecting: error)])
         }
-        logger.info("outbox call", ["outbox.kind": task.kind.rawValue, "flow_no": task.flowNo, "outcome": status])
+        logger.info("outbox call", ["outbox.kind": task.kind.rawValue, "flow_no": task.flowNo, "outcome": status.rawValue])
     }
 
     static func milliseconds(_ date: Date) -> Int64 {
@@ -152,21 +166,21 @@ final class OutboxSender: Sendable {
     /// What to record for a row: `sent`, `pending` again after the returned
     /// seconds, or `failed`; the store is not asked once the window is over.
     static func decide(_ task: LedgerStore.OutboxTask, attempt: () -> Attempt,
-                       nowMilliseconds: Int64) -> (status: String, failure: String?, retrySeconds: Int, body: String?) {
+                       nowMilliseconds: Int64) -> (status: OutboxStatus, failure: String?, retrySeconds: Int, body: String?) {
         guard nowMilliseconds < task.windowEndsAtMilliseconds else {
-            return ("failed", "the store's window had passed before it could be sent", 0, nil)
+            return (.failed, "the store's window had passed before it could be sent", 0, nil)
         }
         switch attempt() {
         case .sent(let body):
-            return ("sent", nil, 0, body)
+            return (.sent, nil, 0, body)
         case .refused(let failure, let body):
-            return ("failed", failure, 0, body)
+            return (.failed, failure, 0, body)
         case .retry(let failure, let body):
             let retry = min(firstRetrySeconds << min(task.attempts, 20), retrySecondsMax)
             if nowMilliseconds + Int64(retry) * 1000 >= task.windowEndsAtMilliseconds {
-                return ("failed", failure + "; the store's window ends before another attempt", 0, body)
+                return (.failed, failure + "; the store's window ends before another attempt", 0, body)
             }
-            return ("pending", failure, retry, body)
+            return (.pending, failure, retry, body)
         }
     }
 }
@@ -181,7 +195,7 @@ extension OutboxSender.Handler {
                                            balance: task.balance, preference: preference)
             let body = answer.json
             do throws(ServerAPIClient.APIError) {
-                try client.sendConsumption(task.flowNo, environment: Environment(rawValue: task.environment),
+                try client.sendConsumption(task.flowNo, environment: Environment(rawValue: task.environment.rawValue),
                                            body: Data(body.utf8), deadline: client.deadline())
                 return .sent(body: body)
             } catch {

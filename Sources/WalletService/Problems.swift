@@ -1,4 +1,5 @@
 public import HTTPServer
+import GooglePlay
 import JSON
 public import WalletCore
 
@@ -37,8 +38,8 @@ extension WalletError: ProblemConvertible {
                            extra: ["balance": JSONValue(balance), "available": JSONValue(available)])
         case .holdNotActive(let status):
             return Problem(status: 409, code: "hold_not_active", title: "Hold not active",
-                           detail: "the hold is \(status); only a held hold can be captured or released",
-                           extra: ["hold_status": .string(status)])
+                           detail: "the hold is \(status.rawValue); only a held hold can be captured or released",
+                           extra: ["hold_status": .string(status.rawValue)])
         case .amountExceedsHold(let held):
             return Problem(status: 422, code: "amount_exceeds_hold", title: "Amount exceeds hold",
                            detail: "the hold is for \(held); a capture takes at most that",
@@ -58,7 +59,7 @@ extension WalletError: ProblemConvertible {
                            detail: "this Idempotency-Key was already used for a different request")
         case .verificationFailed(let reason, let detail):
             return Problem(status: 422, code: "verification_failed", title: "Verification failed", detail: detail,
-                           extra: ["reason": .string(reason)])
+                           extra: ["reason": .string(reason.rawValue)])
         case .purchasePending:
             return Problem(status: 409, code: "purchase_pending", title: "Purchase pending",
                            detail: "the store says this purchase is not paid yet; retry the same request once it is",
@@ -124,7 +125,7 @@ enum ConsoleError: Error, Equatable, ProblemConvertible {
 /// Refusals of a Google Play push, mapped here with the API's.
 enum GooglePlayPushError: Error, Equatable, ProblemConvertible {
     /// The push's OIDC token did not verify; `reason` says which check failed.
-    case unauthorized(reason: String)
+    case unauthorized(reason: PushAuthenticationReason)
     /// The body is not a Pub/Sub push of a developer notification.
     case malformed(detail: String)
     /// A pushed void Google does not show (yet): not its voided-purchases
@@ -137,7 +138,7 @@ enum GooglePlayPushError: Error, Equatable, ProblemConvertible {
         switch self {
         case .unauthorized(let reason):
             Problem(status: 401, code: "unauthorized", title: "Unauthorized",
-                    detail: "the push's OIDC token was refused (\(reason))", extra: ["reason": .string(reason)],
+                    detail: "the push's OIDC token was refused (\(reason.rawValue))", extra: ["reason": .string(reason.rawValue)],
                     headers: [("WWW-Authenticate", "Bearer")])
         case .malformed(let detail):
             Problem(status: 400, code: "malformed_notification", title: "Malformed notification", detail: detail)

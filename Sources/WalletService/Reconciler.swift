@@ -78,10 +78,10 @@ struct Reconciler: Sendable {
                 do {
                     let processed = try notifications.process(payload, requestID: nil,
                                                               deadline: .now + .seconds(Self.applySeconds))
-                    if processed.outcome == "duplicate" { summary.already += 1 } else { summary.applied += 1 }
+                    if processed.outcome == .duplicate { summary.already += 1 } else { summary.applied += 1 }
                 } catch WalletError.verificationFailed(let reason, let detail) {
                     summary.refused += 1
-                    summary.refusals.append("\(environment.rawValue) notification refused: \(reason): \(detail)")
+                    summary.refusals.append("\(environment.rawValue) notification refused: \(reason.rawValue): \(detail)")
                 } catch {
                     throw SweepError(description: "a notification could not be recorded: \(String(describing: error))")
                 }

@@ -164,15 +164,15 @@ struct HoldBody: RequestBody {
 struct HoldActionBody {
     var amount: Amount?
 
-    init(json: JSONValue, action: String) throws {
-        var fields = try FieldValidator(json, allowed: action == "capture" ? ["amount"] : [])
+    init(json: JSONValue, action: HoldAction) throws {
+        var fields = try FieldValidator(json, allowed: action == .capture ? ["amount"] : [])
         amount = fields.optional("amount", { (value: Int64) in Amount(value) }, Amount.rule)
         try fields.finish()
     }
 
-    func canonicalText(action: String, holdID: Int64) -> [UInt8] {
+    func canonicalText(action: HoldAction, holdID: Int64) -> [UInt8] {
         let members: [(key: String, value: JSONValue)] = amount.map { [("amount", JSONValue($0.value))] } ?? []
-        return Array("POST /v1/holds/\(holdID)/\(action)\n".utf8) + JSONValue.object(members).canonicalBytes()
+        return Array("POST /v1/holds/\(holdID)/\(action.rawValue)\n".utf8) + JSONValue.object(members).canonicalBytes()
     }
 }
 

@@ -1,13 +1,16 @@
+import Foundation
 import HTTPServer
 import JSON
+import Timestamps
 import WalletCore
 import WalletStore
 
 /// Response bodies, as the API documents them (see openapi.json), built as
 /// `JSONValue` and written by its one serializer. Amounts and ids are JSON
-/// integers; timestamps are RFC 3339 UTC strings. A debit's replay is built
-/// here from the same stored values as its first answer, so both are the
-/// same bytes.
+/// integers; timestamps are `Date.rfc3339` strings (UTC, six fractional
+/// digits), as the ledger's own `wallet.rfc3339` wrote them into answers an
+/// earlier release stored. A debit's replay is built here from the same
+/// stored values as its first answer, so both are the same bytes.
 enum ResponseBody {
     /// `held`: what the wallet's active holds keep; `available` = balance − held.
     static func balance(userID: String, currency: String, balance: Int64, held: Int64) -> JSONValue {
@@ -20,8 +23,8 @@ enum ResponseBody {
         [
             "flow_no": .string(flowNo), "user_id": .string(userID), "product_id": .string(productID),
             "quantity": JSONValue(quantity), "currency": .string(state.currency), "amount": JSONValue(state.amount),
-            "status": .string(state.status), "entry_id": JSONValue(state.entryID),
-            "created_at": .string(state.createdAt),
+            "status": .string(state.status.rawValue), "entry_id": JSONValue(state.entryID),
+            "created_at": time(state.createdAt),
         ]
     }
 
@@ -38,14 +41,14 @@ enum ResponseBody {
 
     /// `{"debit", "balance"}`. The request's fields are the first request's:
     /// a replay has the same request hash.
-    static func debited(_ operation: LedgerStore.DebitOperation, entryID: Int64, createdAt: String,
+    static func debited(_ operation: LedgerStore.DebitOperation, entryID: Int64, createdAt: Date,
                         balance: Int64, held: Int64) -> JSONValue {
         [
             "debit": [
                 "id": JSONValue(entryID), "user_id": .string(operation.userID.rawValue),
                 "currency": .string(operation.currency.rawValue), "amount": JSONValue(operation.amount.value),
                 "reason": operation.reason.map(JSONValue.string) ?? .null, "entry_id": JSONValue(entryID),
-                "created_at": .string(createdAt),
+                "created_at": time(createdAt),
             ],
             "balance": self.balance(userID: operation.userID.rawValue, currency: operation.currency.rawValue,
                                     balance: balance, held: held),
@@ -59,11 +62,9 @@ enum ResponseBody {
             "amount": JSONValue(hold.amount), "status": .string(hold.status.rawValue),
             "reason": hold.reason.map(JSONValue.string) ?? .null,
             "metadata": try hold.metadataJSON.map { try JSONParser.parse(Array($0.utf8)) } ?? .null,
-            "created_at": .string(hold.createdAt), "expires_at": .string(hold.expiresAt),
+            "created_at": time(hold.createdAt), "expires_at": time(hold.expiresAt),
             "captured_amount": hold.capturedAmount.map { JSONValue($0) } ?? .null,
-            "captured_at": hold.capturedAt.map(JSONValue.string) ?? .null,
-            "released_at": hold.releasedAt.map(JSONValue.string) ?? .null,
-            "expired_at": hold.expiredAt.map(JSONValue.string) ?? .null,
+            "captured_at": time(hold.capturedAt), "released_at": time(hold.releasedAt), "expired_at": time(hold.expiredAt),
         ]
     }
 
@@ -77,14 +78,14 @@ enum ResponseBody {
 
     /// `{"hold", "debit", "balance"}`, for a hold captured: the debit is the
     /// capture's entry, of the captured amount, at the capture's time.
-    static func captured(_ hold: LedgerStore.Hold, entryID: Int64, amount: Int64, capturedAt: String,
+    static func captured(_ hold: LedgerStore.Hold, entryID: Int64, amount: Int64, capturedAt: Date,
                          balance: Int64, held: Int64) throws -> JSONValue {
         [
             "hold": try self.hold(hold),
             "debit": [
                 "id": JSONValue(entryID), "user_id": .string(hold.userID), "currency": .string(hold.currency),
                 "amount": JSONValue(amount), "reason": hold.reason.map(JSONValue.string) ?? .null,
-                "entry_id": JSONValue(entryID), "created_at": .string(capturedAt),
+                "entry_id": JSONValue(entryID), "created_at": time(capturedAt),
             ],
             "balance": self.balance(userID: hold.userID, currency: hold.currency, balance: balance, held: held),
         ]
@@ -105,8 +106,8 @@ enum ResponseBody {
             "entries": .array(entries.map { entry in
                 [
                     "id": JSONValue(entry.id), "currency": .string(entry.currency), "amount": JSONValue(entry.amount),
-                    "balance_after": JSONValue(entry.balanceAfter), "kind": .string(entry.kind),
-                    "reference": .string(entry.reference), "created_at": .string(entry.createdAt),
+                    "balance_after": JSONValue(entry.balanceAfter), "kind": .string(entry.kind.rawValue),
+                    "reference": .string(entry.reference), "created_at": time(entry.createdAt),
                 ]
             }),
             // Null on the last page.
@@ -116,5 +117,10 @@ enum ResponseBody {
 
     static func status(_ status: String) -> JSONValue {
         ["status": .string(status)]
+    }
+
+    /// A time as every body writes one; null for none.
+    static func time(_ date: Date?) -> JSONValue {
+        date.map { .string($0.rfc3339) } ?? .null
     }
 }

@@ -90,7 +90,7 @@ struct WalletAPI: Sendable {
                 return nil
             }
             if let requested = body.flowNo, requested != flowNo {
-                throw WalletError.verificationFailed(reason: "transaction_mismatch",
+                throw WalletError.verificationFailed(reason: .transactionMismatch,
                                                      detail: "this purchase token is credited under another flowNO")
             }
             return CreditVerification.Verified(flowNo: flowNo, quantity: quantity, source: .googlePlay, environment: nil,
@@ -126,7 +126,7 @@ struct WalletAPI: Sendable {
             // A Google Play purchase is revoked by Google's void of its token;
             // any other by Apple's refund of its flowNO.
             throw WalletError.verificationFailed(
-                reason: "revoked",
+                reason: .revoked,
                 detail: operation.purchaseToken != nil ? "Google Play voided this purchase; it cannot be credited"
                     : "Apple refunded this transaction; it cannot be credited")
         }

@@ -1,5 +1,5 @@
 import Crypto
-import Foundation
+public import Foundation
 import Postgres
 public import WalletCore
 
@@ -14,9 +14,9 @@ public import WalletCore
 public struct APIKeyInfo: Sendable, Equatable {
     public var name: String
     public var scopes: [Scope]
-    public var createdAt: String
-    public var lastUsedAt: String?
-    public var revokedAt: String?
+    public var createdAt: Date
+    public var lastUsedAt: Date?
+    public var revokedAt: Date?
 }
 
 public struct APIKeys: Sendable {
@@ -93,15 +93,13 @@ public struct APIKeys: Sendable {
 
     static func list(on connection: Connection) throws -> [APIKeyInfo] {
         try connection.query("""
-            SELECT name, array_to_string(scopes, ','), wallet.rfc3339(created_at), wallet.rfc3339(last_used_at),
-                   wallet.rfc3339(revoked_at)
+            SELECT name, array_to_string(scopes, ','), created_at, last_used_at, revoked_at
             FROM wallet.api_keys ORDER BY revoked_at IS NOT NULL, name, created_at
             """).map { row in
             APIKeyInfo(name: try row.decode(String.self, at: 0),
-                    scopes: try row.decode(String.self, at: 1).split(separator: ",").compactMap { Scope(rawValue: String($0)) },
-                    createdAt: try row.decode(String.self, at: 2),
-                    lastUsedAt: try row.decodeIfPresent(String.self, at: 3),
-                    revokedAt: try row.decodeIfPresent(String.self, at: 4))
+                    scopes: try scopes(row, at: 1),
+                    createdAt: try row.decode(Date.self, at: 2), lastUsedAt: try row.decodeIfPresent(Date.self, at: 3),
+                    revokedAt: try row.decodeIfPresent(Date.self, at: 4))
         }
     }
 
@@ -135,7 +133,12 @@ public struct APIKeys: Sendable {
             """).single else { return nil }
         let stored = try row.decode(ByteA.self, at: 2).bytes
         guard constantTimeEquals(stored, hash) else { return nil }
-        let scopes = try row.decode(String.self, at: 1).split(separator: ",").compactMap { Scope(rawValue: String($0)) }
-        return APIClient(name: try row.decode(String.self, at: 0), scopes: Set(scopes))
+        return APIClient(name: try row.decode(String.self, at: 0), scopes: Set(try scopes(row, at: 1)))
+    }
+
+    /// The key's scopes (`array_to_string(scopes, ',')`); one this build
+    /// does not know is a decoding error, never dropped.
+    private static func scopes(_ row: Row, at index: Int) throws -> [Scope] {
+        try row.decode(String.self, at: index).split(separator: ",").map { try Scope(postgresText: String($0)) }
     }
 }

@@ -1,5 +1,5 @@
 import Crypto
-import Foundation
+public import Foundation
 import Postgres
 public import WalletCore
 
@@ -111,7 +111,7 @@ public struct ConsoleStore: Sendable {
             """)[0].decode(Bool.self, at: 0)
     }
 
-    static func recordRefusedNotification(reason: String, appleSigned: Bool, refusals: Int,
+    static func recordRefusedNotification(reason: RefusalReason, appleSigned: Bool, refusals: Int,
                                           on connection: Connection) throws {
         try connection.execute("SELECT wallet.record_refused_notification(\(reason), \(appleSigned), \(refusals))")
     }
@@ -119,15 +119,16 @@ public struct ConsoleStore: Sendable {
     // MARK: Overview
 
     public struct DayTotals: Sendable, Equatable {
-        /// `YYYY-MM-DD`, a UTC day.
+        /// `YYYY-MM-DD`, a UTC day (a `date`, as the server writes one).
         public var day: String
         public var credited: Int64
         public var debited: Int64
         public var refunded: Int64
     }
 
-    public struct Count: Sendable, Equatable {
-        public var name: String
+    /// How many of something there were, by a value of its fixed set.
+    public struct Count<Name: Sendable & Equatable>: Sendable, Equatable {
+        public var name: Name
         public var count: Int64
     }
 
@@ -138,8 +139,8 @@ public struct ConsoleStore: Sendable {
     }
 
     public struct Refused: Sendable, Equatable {
-        public var receivedAt: String
-        public var reason: String
+        public var receivedAt: Date
+        public var reason: RefusalReason
         /// The token's signature and chain held: Apple signed what was refused.
         public var appleSigned: Bool
         /// The refusals the row stands for: itself, and of a kind not signed
@@ -154,13 +155,13 @@ public struct ConsoleStore: Sendable {
         public var consumptionRequests: Int64
         public var largestBalances: [WalletRow]
         public var mostNegativeBalances: [WalletRow]
-        public var notificationOutcomes: [Count]
+        public var notificationOutcomes: [Count<AppStoreNotificationOutcome>]
         /// Refusals by reason, counting what each row stands for.
-        public var refusedReasons: [Count]
+        public var refusedReasons: [Count<RefusalReason>]
         /// The newest refused notifications in the window, newest first: at
         /// most 10 Apple signed and 10 not, so junk cannot hide the others.
         public var recentRefused: [Refused]
-        public var googleNotificationOutcomes: [Count]
+        public var googleNotificationOutcomes: [Count<GooglePlayNotificationOutcome>]
     }
 
     /// The last `days` UTC days, today included. Coins credited are the
@@ -173,14 +174,15 @@ public struct ConsoleStore: Sendable {
         let totals = try connection.query("""
             WITH sums AS (
                 SELECT (e.created_at AT TIME ZONE 'UTC')::date AS day,
-                       coalesce(sum(e.amount) FILTER (WHERE e.kind = 'credit'), 0) AS credited,
-                       coalesce(-sum(e.amount) FILTER (WHERE e.kind = 'debit'), 0) AS debited,
-                       coalesce(-sum(e.amount) FILTER (WHERE e.kind = 'refund'), 0) AS refunded
+                       coalesce(sum(e.amount) FILTER (WHERE e.kind = \(literal: EntryKind.credit)), 0) AS credited,
+                       coalesce(-sum(e.amount) FILTER (WHERE e.kind = \(literal: EntryKind.debit)), 0) AS debited,
+                       coalesce(-sum(e.amount) FILTER (WHERE e.kind = \(literal: EntryKind.refund)), 0) AS refunded
                 FROM wallet.entries e
-                WHERE e.created_at >= \(unsafeSQL: start) AND e.kind IN ('credit', 'debit', 'refund')
+                WHERE e.created_at >= \(unsafeSQL: start)
+                  AND e.kind IN (\(literals: [EntryKind.credit, .debit, .refund]))
                 GROUP BY 1
             )
-            SELECT to_char(d, 'YYYY-MM-DD'), coalesce(s.credited, 0)::bigint, coalesce(s.debited, 0)::bigint,
+            SELECT d::date, coalesce(s.credited, 0)::bigint, coalesce(s.debited, 0)::bigint,
                    coalesce(s.refunded, 0)::bigint
             FROM generate_series(\(unsafeSQL: window), (now() AT TIME ZONE 'UTC')::date, INTERVAL '1 day') d
             LEFT JOIN sums s ON s.day = d::date
@@ -191,26 +193,27 @@ public struct ConsoleStore: Sendable {
         }
         let counts = try connection.query("""
             SELECT (SELECT count(*) FROM wallet.credits WHERE created_at >= \(unsafeSQL: start)),
-                   (SELECT count(*) FROM wallet.entries WHERE kind = 'refund' AND created_at >= \(unsafeSQL: start)),
+                   (SELECT count(*) FROM wallet.entries
+                    WHERE kind = \(literal: EntryKind.refund) AND created_at >= \(unsafeSQL: start)),
                    (SELECT count(*) FROM wallet.outbox
-                    WHERE kind = 'appstore_consumption' AND created_at >= \(unsafeSQL: start))
+                    WHERE kind = \(literal: OutboxKind.appStoreConsumption) AND created_at >= \(unsafeSQL: start))
             """)[0]
         let largest = try wallets("ORDER BY balance DESC, user_id, currency", on: connection)
         let negative = try wallets("WHERE balance < 0 ORDER BY balance, user_id, currency", on: connection)
-        let outcomes = try self.counts("""
+        let outcomes: [Count<AppStoreNotificationOutcome>] = try self.counts("""
             SELECT outcome, count(*) FROM wallet.appstore_notifications
             WHERE received_at >= \(unsafeSQL: start) GROUP BY outcome ORDER BY outcome
             """, on: connection)
-        let refused = try self.counts("""
+        let refused: [Count<RefusalReason>] = try self.counts("""
             SELECT reason, sum(refusals)::bigint FROM wallet.appstore_refused_notifications
             WHERE received_at >= \(unsafeSQL: start) GROUP BY reason ORDER BY reason
             """, on: connection)
-        let google = try self.counts("""
+        let google: [Count<GooglePlayNotificationOutcome>] = try self.counts("""
             SELECT outcome, count(*) FROM wallet.googleplay_notifications
             WHERE received_at >= \(unsafeSQL: start) GROUP BY outcome ORDER BY outcome
             """, on: connection)
         let recent = try connection.query("""
-            SELECT wallet.rfc3339(received_at), reason, apple_signed, refusals::bigint FROM (
+            SELECT received_at, reason, apple_signed, refusals::bigint FROM (
                 (SELECT * FROM wallet.appstore_refused_notifications
                  WHERE apple_signed AND received_at >= \(unsafeSQL: start) ORDER BY id DESC LIMIT 10)
                 UNION ALL
@@ -218,7 +221,7 @@ public struct ConsoleStore: Sendable {
                  WHERE NOT apple_signed AND received_at >= \(unsafeSQL: start) ORDER BY id DESC LIMIT 10)
             ) r ORDER BY id DESC
             """).map {
-            Refused(receivedAt: try $0.decode(String.self, at: 0), reason: try $0.decode(String.self, at: 1),
+            Refused(receivedAt: try $0.decode(Date.self, at: 0), reason: try $0.decode(RefusalReason.self, at: 1),
                     appleSigned: try $0.decode(Bool.self, at: 2), refusals: try $0.decode(Int64.self, at: 3))
         }
         return Overview(days: totals, purchases: try counts.decode(Int64.self, at: 0),
@@ -235,17 +238,17 @@ public struct ConsoleStore: Sendable {
         }
     }
 
-    private static func counts(_ query: PostgresQuery, on connection: Connection) throws -> [Count] {
-        try connection.query(query).map { Count(name: try $0.decode(String.self, at: 0), count: try $0.decode(Int64.self, at: 1)) }
+    private static func counts<Name: PostgresDecodable>(_ query: PostgresQuery, on connection: Connection) throws -> [Count<Name>] {
+        try connection.query(query).map { Count(name: try $0.decode(Name.self, at: 0), count: try $0.decode(Int64.self, at: 1)) }
     }
 
     // MARK: A user
 
     public struct EntryRow: Sendable, Equatable {
         public var id: Int64
-        public var createdAt: String
+        public var createdAt: Date
         public var currency: String
-        public var kind: String
+        public var kind: EntryKind
         public var amount: Int64
         public var balanceAfter: Int64
         public var reference: String
@@ -253,13 +256,13 @@ public struct ConsoleStore: Sendable {
         /// The entry's metadata as JSON text (a debit's reason and metadata).
         public var metadata: String?
 
-        static let columns = "id, wallet.rfc3339(created_at), currency, kind, amount, balance_after, reference, client, metadata::text"
+        static let columns = "id, created_at, currency, kind, amount, balance_after, reference, client, metadata::text"
 
         init(row: Row) throws {
             id = try row.decode(Int64.self, at: 0)
-            createdAt = try row.decode(String.self, at: 1)
+            createdAt = try row.decode(Date.self, at: 1)
             currency = try row.decode(String.self, at: 2)
-            kind = try row.decode(String.self, at: 3)
+            kind = try row.decode(EntryKind.self, at: 3)
             amount = try row.decode(Int64.self, at: 4)
             balanceAfter = try row.decode(Int64.self, at: 5)
             reference = try row.decode(String.self, at: 6)
@@ -275,21 +278,21 @@ public struct ConsoleStore: Sendable {
         public var quantity: Int
         public var currency: String
         public var amount: Int64
-        public var status: String
-        public var source: String
-        public var environment: String?
+        public var status: CreditStatus
+        public var source: CreditSource
+        public var environment: PurchaseEnvironment?
         public var client: String
         public var entryID: Int64
-        public var refundedBy: String?
+        public var refundedBy: Refunder?
         public var refundedAmount: Int64?
-        public var createdAt: String
-        public var updatedAt: String
+        public var createdAt: Date
+        public var updatedAt: Date
     }
 
     public struct AuditRow: Sendable, Equatable {
         public var id: Int64
-        public var createdAt: String
-        public var action: String
+        public var createdAt: Date
+        public var action: AuditAction
         public var `operator`: String
         public var databaseUser: String
         public var reason: String?
@@ -338,7 +341,7 @@ public struct ConsoleStore: Sendable {
 
     private static let creditColumns = """
         flow_no, user_id, product_id, quantity, currency, amount, status, source, environment, client,
-        entry_id, refunded_by, refunded_amount, wallet.rfc3339(created_at), wallet.rfc3339(updated_at)
+        entry_id, refunded_by, refunded_amount, created_at, updated_at
         """
 
     /// `query` selects `creditColumns`.
@@ -347,24 +350,25 @@ public struct ConsoleStore: Sendable {
             CreditRow(flowNo: try $0.decode(String.self, at: 0), userID: try $0.decode(String.self, at: 1),
                       productID: try $0.decode(String.self, at: 2), quantity: try $0.decode(Int.self, at: 3),
                       currency: try $0.decode(String.self, at: 4), amount: try $0.decode(Int64.self, at: 5),
-                      status: try $0.decode(String.self, at: 6), source: try $0.decode(String.self, at: 7),
-                      environment: try $0.decodeIfPresent(String.self, at: 8), client: try $0.decode(String.self, at: 9),
-                      entryID: try $0.decode(Int64.self, at: 10), refundedBy: try $0.decodeIfPresent(String.self, at: 11),
+                      status: try $0.decode(CreditStatus.self, at: 6), source: try $0.decode(CreditSource.self, at: 7),
+                      environment: try $0.decodeIfPresent(PurchaseEnvironment.self, at: 8),
+                      client: try $0.decode(String.self, at: 9), entryID: try $0.decode(Int64.self, at: 10),
+                      refundedBy: try $0.decodeIfPresent(Refunder.self, at: 11),
                       refundedAmount: try $0.decodeIfPresent(Int64.self, at: 12),
-                      createdAt: try $0.decode(String.self, at: 13), updatedAt: try $0.decode(String.self, at: 14))
+                      createdAt: try $0.decode(Date.self, at: 13), updatedAt: try $0.decode(Date.self, at: 14))
         }
     }
 
     private static let auditColumns = """
-        id, wallet.rfc3339(created_at), action, operator, db_user, reason, arguments::text, outcome,
+        id, created_at, action, operator, db_user, reason, arguments::text, outcome,
         array_to_string(entry_ids, ',')
         """
 
     /// `query` selects `auditColumns`.
     private static func auditRows(_ query: PostgresQuery, on connection: Connection) throws -> [AuditRow] {
         try connection.query(query).map {
-            AuditRow(id: try $0.decode(Int64.self, at: 0), createdAt: try $0.decode(String.self, at: 1),
-                     action: try $0.decode(String.self, at: 2), operator: try $0.decode(String.self, at: 3),
+            AuditRow(id: try $0.decode(Int64.self, at: 0), createdAt: try $0.decode(Date.self, at: 1),
+                     action: try $0.decode(AuditAction.self, at: 2), operator: try $0.decode(String.self, at: 3),
                      databaseUser: try $0.decode(String.self, at: 4), reason: try $0.decodeIfPresent(String.self, at: 5),
                      arguments: try $0.decode(String.self, at: 6), outcome: try $0.decode(String.self, at: 7),
                      entryIDs: try $0.decode(String.self, at: 8).split(separator: ",").compactMap { Int64($0) })
@@ -378,48 +382,46 @@ public struct ConsoleStore: Sendable {
         public var type: String
         public var subtype: String?
         public var environment: String
-        public var signedAt: String
-        public var receivedAt: String
-        public var outcome: String
+        public var signedAt: Date
+        public var receivedAt: Date
+        public var outcome: AppStoreNotificationOutcome
         public var entryID: Int64?
     }
 
     /// A call owed to a store about the flowNO (a consumption answer, a consume).
     public struct OutboxRow: Sendable, Equatable {
-        public var kind: String
-        public var status: String
+        public var kind: OutboxKind
+        public var status: OutboxStatus
         public var attempts: Int
         public var lastError: String?
-        public var sentAt: String?
+        public var sentAt: Date?
     }
 
     /// A Google Play real-time developer notification about the flowNO.
     public struct GoogleNotificationRow: Sendable, Equatable {
         public var messageID: String
-        public var kind: String
-        public var eventTime: String
-        public var receivedAt: String
-        public var outcome: String
+        public var kind: GooglePlayNotificationKind
+        public var eventTime: Date
+        public var receivedAt: Date
+        public var outcome: GooglePlayNotificationOutcome
         public var entryID: Int64?
     }
 
     /// A void Google reported for the flowNO's purchase.
     public struct GoogleVoidRow: Sendable, Equatable {
-        public var voidedAt: String
-        /// `full` or `partial`.
-        public var refund: String
+        public var voidedAt: Date
+        public var refund: GooglePlayRefundType
         public var voidedQuantity: Int?
-        public var source: String
-        public var recordedAt: String
+        public var source: GooglePlayVoidSource
+        public var recordedAt: Date
     }
 
     public struct CreditPage: Sendable {
         public var flowNo: String
         /// Nil for a flowNO never credited (Apple told of it first).
         public var credit: CreditRow?
-        /// The type of Apple's decisive refund notification (`REFUND` or
-        /// `REFUND_REVERSED`), if any came.
-        public var refundState: String?
+        /// Apple's decisive refund notification, if any came.
+        public var refundState: AppleRefundNotification?
         /// Refunds and their reversals, oldest first.
         public var refunds: [EntryRow]
         public var notifications: [NotificationRow]
@@ -438,32 +440,32 @@ public struct ConsoleStore: Sendable {
         // Apple's decisive refund notification so far, if any (see 0006).
         let refundState = try connection.query("""
             SELECT notification_type FROM wallet.appstore_refund_states WHERE flow_no = \(flowNo.rawValue)
-            """).single.map { try $0.decode(String.self, at: 0) }
+            """).single.map { try $0.decode(AppleRefundNotification.self, at: 0) }
         let refunds = try connection.query("""
             SELECT \(unsafeSQL: EntryRow.columns) FROM wallet.entries
-            WHERE reference = \(flowNo.rawValue) AND kind IN ('refund', 'refund_reversal')
+            WHERE reference = \(flowNo.rawValue) AND kind IN (\(literals: [EntryKind.refund, .refundReversal]))
             ORDER BY id LIMIT \(relatedMax)
             """).map(EntryRow.init(row:))
         let notifications = try connection.query("""
-            SELECT notification_uuid, notification_type, subtype, environment, wallet.rfc3339(signed_date),
-                   wallet.rfc3339(received_at), outcome, entry_id
+            SELECT notification_uuid, notification_type, subtype, environment, signed_date, received_at, outcome, entry_id
             FROM wallet.appstore_notifications WHERE flow_no = \(flowNo.rawValue)
             ORDER BY signed_date, notification_uuid LIMIT \(relatedMax)
             """).map {
             NotificationRow(notificationUUID: try $0.decode(String.self, at: 0), type: try $0.decode(String.self, at: 1),
                             subtype: try $0.decodeIfPresent(String.self, at: 2),
-                            environment: try $0.decode(String.self, at: 3), signedAt: try $0.decode(String.self, at: 4),
-                            receivedAt: try $0.decode(String.self, at: 5), outcome: try $0.decode(String.self, at: 6),
+                            environment: try $0.decode(String.self, at: 3), signedAt: try $0.decode(Date.self, at: 4),
+                            receivedAt: try $0.decode(Date.self, at: 5),
+                            outcome: try $0.decode(AppStoreNotificationOutcome.self, at: 6),
                             entryID: try $0.decodeIfPresent(Int64.self, at: 7))
         }
         let outbox = try connection.query("""
-            SELECT kind, status, attempts, last_error, wallet.rfc3339(sent_at)
+            SELECT kind, status, attempts, last_error, sent_at
             FROM wallet.outbox WHERE flow_no = \(flowNo.rawValue)
             ORDER BY created_at LIMIT \(relatedMax)
             """).map {
-            OutboxRow(kind: try $0.decode(String.self, at: 0), status: try $0.decode(String.self, at: 1),
-                           attempts: try $0.decode(Int.self, at: 2), lastError: try $0.decodeIfPresent(String.self, at: 3),
-                           sentAt: try $0.decodeIfPresent(String.self, at: 4))
+            OutboxRow(kind: try $0.decode(OutboxKind.self, at: 0), status: try $0.decode(OutboxStatus.self, at: 1),
+                      attempts: try $0.decode(Int.self, at: 2), lastError: try $0.decodeIfPresent(String.self, at: 3),
+                      sentAt: try $0.decodeIfPresent(Date.self, at: 4))
         }
         let audit = try auditRows("""
             SELECT \(unsafeSQL: auditColumns) FROM wallet.admin_audit
@@ -471,23 +473,24 @@ public struct ConsoleStore: Sendable {
             ORDER BY id DESC LIMIT \(relatedMax)
             """, on: connection)
         let googleNotifications = try connection.query("""
-            SELECT message_id, kind, wallet.rfc3339(event_time), wallet.rfc3339(received_at), outcome, entry_id
+            SELECT message_id, kind, event_time, received_at, outcome, entry_id
             FROM wallet.googleplay_notifications WHERE flow_no = \(flowNo.rawValue)
             ORDER BY event_time, message_id LIMIT \(relatedMax)
             """).map {
-            GoogleNotificationRow(messageID: try $0.decode(String.self, at: 0), kind: try $0.decode(String.self, at: 1),
-                                  eventTime: try $0.decode(String.self, at: 2), receivedAt: try $0.decode(String.self, at: 3),
-                                  outcome: try $0.decode(String.self, at: 4), entryID: try $0.decodeIfPresent(Int64.self, at: 5))
+            GoogleNotificationRow(messageID: try $0.decode(String.self, at: 0),
+                                  kind: try $0.decode(GooglePlayNotificationKind.self, at: 1),
+                                  eventTime: try $0.decode(Date.self, at: 2), receivedAt: try $0.decode(Date.self, at: 3),
+                                  outcome: try $0.decode(GooglePlayNotificationOutcome.self, at: 4),
+                                  entryID: try $0.decodeIfPresent(Int64.self, at: 5))
         }
         let googleVoids = try connection.query("""
-            SELECT wallet.rfc3339(voided_at), CASE refund_type WHEN 1 THEN 'full' ELSE 'partial' END, voided_quantity,
-                   source, wallet.rfc3339(recorded_at)
+            SELECT voided_at, refund_type, voided_quantity, source, recorded_at
             FROM wallet.googleplay_voids WHERE flow_no = \(flowNo.rawValue)
             ORDER BY voided_at LIMIT \(relatedMax)
             """).map {
-            GoogleVoidRow(voidedAt: try $0.decode(String.self, at: 0), refund: try $0.decode(String.self, at: 1),
-                          voidedQuantity: try $0.decodeIfPresent(Int.self, at: 2), source: try $0.decode(String.self, at: 3),
-                          recordedAt: try $0.decode(String.self, at: 4))
+            GoogleVoidRow(voidedAt: try $0.decode(Date.self, at: 0), refund: try $0.decode(GooglePlayRefundType.self, at: 1),
+                          voidedQuantity: try $0.decodeIfPresent(Int.self, at: 2),
+                          source: try $0.decode(GooglePlayVoidSource.self, at: 3), recordedAt: try $0.decode(Date.self, at: 4))
         }
         guard credit != nil || refundState != nil || !notifications.isEmpty || !googleVoids.isEmpty
             || !googleNotifications.isEmpty else { return nil }
@@ -623,7 +626,7 @@ extension Ledger {
     /// whether Apple signed them, and how many refusals it stands for (the
     /// newest 10,000 of each kind are kept). Best effort: a failure is the
     /// caller's to log.
-    public func recordRefusedNotification(reason: String, appleSigned: Bool, refusals: Int,
+    public func recordRefusedNotification(reason: RefusalReason, appleSigned: Bool, refusals: Int,
                                           deadline: ContinuousClock.Instant) throws {
         try writeBounded(.statement, pool: pool, metrics: metrics, deadline: deadline) {
             try ConsoleStore.recordRefusedNotification(reason: reason, appleSigned: appleSigned, refusals: refusals, on: $0)

@@ -1,6 +1,6 @@
 import Foundation
 import JSON
-import Postgres
+public import Postgres
 public import WalletCore
 
 /// A catalog product as Google Play knows it.
@@ -56,14 +56,15 @@ extension Ledger {
 /// One void Google reported for a purchase token.
 public struct GooglePlayVoid: Sendable, Equatable {
     public var voidedAtMilliseconds: Int64
-    /// 1: a full refund; 2: a quantity-based partial refund of `voidedQuantity`.
-    public var refundType: Int
+    /// A partial one is a quantity-based partial refund of `voidedQuantity`.
+    public var refundType: GooglePlayRefundType
     public var voidedQuantity: Int?
     public var orderID: String?
-    /// `push` or `sweep`: how it first arrived.
-    public var source: String
+    /// How it first arrived.
+    public var source: GooglePlayVoidSource
 
-    public init(voidedAtMilliseconds: Int64, refundType: Int, voidedQuantity: Int?, orderID: String?, source: String) {
+    public init(voidedAtMilliseconds: Int64, refundType: GooglePlayRefundType, voidedQuantity: Int?, orderID: String?,
+                source: GooglePlayVoidSource) {
         self.voidedAtMilliseconds = voidedAtMilliseconds
         self.refundType = refundType
         self.voidedQuantity = voidedQuantity
@@ -75,8 +76,8 @@ public struct GooglePlayVoid: Sendable, Equatable {
     /// JSON writer.
     var json: JSONValue {
         var fields: [(key: String, value: JSONValue)] = [
-            ("voided_at_ms", JSONValue(voidedAtMilliseconds)), ("refund_type", JSONValue(refundType)),
-            ("source", .string(source)),
+            ("voided_at_ms", JSONValue(voidedAtMilliseconds)), ("refund_type", JSONValue(refundType.rawValue)),
+            ("source", .string(source.rawValue)),
         ]
         if let voidedQuantity { fields.append(("voided_quantity", JSONValue(voidedQuantity))) }
         if let orderID { fields.append(("order_id", .string(orderID))) }
@@ -88,26 +89,55 @@ public struct GooglePlayVoid: Sendable, Equatable {
     }
 }
 
-/// What applying Google's word on a purchase did.
-public struct GooglePlayApplied: Sendable, Equatable {
-    /// What `wallet.apply_googleplay_voids` or
-    /// `wallet.apply_googleplay_notification` answered.
-    public enum Outcome: String, Sendable, CaseIterable {
-        /// A refund entry was written.
-        case refunded
-        /// The credit was refunded already: nothing left to refund.
-        case alreadyRefunded = "already_refunded"
-        /// The credit already stands where the voids put it.
-        case unchanged
-        /// The token was never credited: the voids are kept, and a later
-        /// credit of it is refused as revoked.
-        case revoked
-        /// A notification kept without a balance change.
-        case recorded
-        /// A notification recorded before (by its messageId).
-        case duplicate
+/// What `wallet.apply_googleplay_voids` did with a purchase's voids.
+public enum GooglePlayVoidOutcome: String, Sendable, CaseIterable, PostgresDecodable, PostgresEncodable {
+    /// A refund entry was written.
+    case refunded
+    /// The credit was refunded already: nothing left to refund.
+    case alreadyRefunded = "already_refunded"
+    /// The credit already stands where the voids put it.
+    case unchanged
+    /// The token was never credited: the voids are kept, and a later
+    /// credit of it is refused as revoked.
+    case revoked
+}
+
+/// What `wallet.apply_googleplay_notification` did with a notification, as
+/// it answers and as `wallet.googleplay_notifications.outcome` keeps it
+/// (every case but `duplicate`): what applying its voids did, or neither.
+public enum GooglePlayNotificationOutcome: Hashable, Sendable, CaseIterable, RawRepresentable, PostgresDecodable,
+                                           PostgresEncodable {
+    /// Its voids were applied, with this outcome.
+    case voids(GooglePlayVoidOutcome)
+    /// Kept without a balance change.
+    case recorded
+    /// Recorded before (by its messageId): nothing changes.
+    case duplicate
+
+    public static var allCases: [Self] { GooglePlayVoidOutcome.allCases.map(Self.voids) + [.recorded, .duplicate] }
+
+    public init?(rawValue: String) {
+        switch rawValue {
+        case "recorded": self = .recorded
+        case "duplicate": self = .duplicate
+        default:
+            guard let outcome = GooglePlayVoidOutcome(rawValue: rawValue) else { return nil }
+            self = .voids(outcome)
+        }
     }
 
+    public var rawValue: String {
+        switch self {
+        case .voids(let outcome): outcome.rawValue
+        case .recorded: "recorded"
+        case .duplicate: "duplicate"
+        }
+    }
+}
+
+/// What applying Google's word on a purchase did: `Outcome` is one of the
+/// two enums above.
+public struct GooglePlayApplied<Outcome: Sendable & Equatable>: Sendable, Equatable {
     public var outcome: Outcome
     public var entryID: Int64?
     /// Coins this call refunded.
@@ -117,7 +147,7 @@ public struct GooglePlayApplied: Sendable, Equatable {
 /// A real-time developer notification as recorded.
 public struct GooglePlayNotificationRecord: Sendable {
     public var messageID: String
-    public var kind: String
+    public var kind: GooglePlayNotificationKind
     public var packageName: String
     public var eventTimeMilliseconds: Int64
     public var purchaseToken: String?
@@ -129,7 +159,7 @@ public struct GooglePlayNotificationRecord: Sendable {
     /// The voids to apply with it; nil for a notification that voids nothing.
     public var voids: [GooglePlayVoid]?
 
-    public init(messageID: String, kind: String, packageName: String, eventTimeMilliseconds: Int64, purchaseToken: String?,
+    public init(messageID: String, kind: GooglePlayNotificationKind, packageName: String, eventTimeMilliseconds: Int64, purchaseToken: String?,
                 orderID: String?, flowNo: String?, payloadJSON: String, voids: [GooglePlayVoid]?) {
         self.messageID = messageID
         self.kind = kind
@@ -145,7 +175,7 @@ public struct GooglePlayNotificationRecord: Sendable {
 
 extension LedgerStore {
     static func applyGooglePlayVoids(flowNo: String, purchaseToken: String, voids: [GooglePlayVoid],
-                                     on connection: Connection) throws -> GooglePlayApplied {
+                                     on connection: Connection) throws -> GooglePlayApplied<GooglePlayVoidOutcome> {
         try applied(try connection.query("""
             SELECT outcome, entry_id, amount
             FROM wallet.apply_googleplay_voids(\(flowNo), \(purchaseToken), \(GooglePlayVoid.json(voids))::jsonb)
@@ -153,7 +183,8 @@ extension LedgerStore {
     }
 
     static func applyGooglePlayNotification(_ record: GooglePlayNotificationRecord,
-                                            on connection: Connection) throws -> GooglePlayApplied {
+                                            on connection: Connection) throws
+        -> GooglePlayApplied<GooglePlayNotificationOutcome> {
         try applied(try connection.query("""
             SELECT outcome, entry_id, amount FROM wallet.apply_googleplay_notification(
                 \(record.messageID), \(record.kind), \(record.packageName), \(record.eventTimeMilliseconds)::bigint,
@@ -162,18 +193,16 @@ extension LedgerStore {
             """)[0])
     }
 
-    private static func applied(_ row: Row) throws -> GooglePlayApplied {
-        let text = try row.decode(String.self, at: 0)
-        guard let outcome = GooglePlayApplied.Outcome(rawValue: text) else { throw StoreError.unknownOutcome(text) }
-        return GooglePlayApplied(outcome: outcome, entryID: try row.decodeIfPresent(Int64.self, at: 1),
-                                 refundedCoins: try row.decodeIfPresent(Int64.self, at: 2) ?? 0)
+    private static func applied<Outcome: PostgresDecodable>(_ row: Row) throws -> GooglePlayApplied<Outcome> {
+        GooglePlayApplied(outcome: try row.decode(Outcome.self, at: 0), entryID: try row.decodeIfPresent(Int64.self, at: 1),
+                          refundedCoins: try row.decodeIfPresent(Int64.self, at: 2) ?? 0)
     }
 }
 
 extension Ledger {
     /// Brings a purchase's credit to Google's voids, by `deadline`.
     public func applyGooglePlayVoids(flowNo: String, purchaseToken: String, voids: [GooglePlayVoid],
-                                     deadline: ContinuousClock.Instant) throws -> GooglePlayApplied {
+                                     deadline: ContinuousClock.Instant) throws -> GooglePlayApplied<GooglePlayVoidOutcome> {
         try writeBounded(.statement, pool: pool, metrics: metrics, deadline: deadline) {
             try LedgerStore.applyGooglePlayVoids(flowNo: flowNo, purchaseToken: purchaseToken, voids: voids, on: $0)
         }
@@ -181,7 +210,8 @@ extension Ledger {
 
     /// Records a notification once (by its messageId) with its voids, by `deadline`.
     public func applyGooglePlayNotification(_ record: GooglePlayNotificationRecord,
-                                            deadline: ContinuousClock.Instant) throws -> GooglePlayApplied {
+                                            deadline: ContinuousClock.Instant) throws
+        -> GooglePlayApplied<GooglePlayNotificationOutcome> {
         try writeBounded(.statement, pool: pool, metrics: metrics, deadline: deadline) {
             try LedgerStore.applyGooglePlayNotification(record, on: $0)
         }

@@ -278,9 +278,9 @@ public final class GroupCommit: Sendable {
         let (creditResults, debitResults, holdResults) = calls == 1
             ? try pool.withSingleStatement(deadline: deadline, attemptsMax: attemptsMax, apply)
             : try pool.withTransaction(deadline: deadline, attemptsMax: attemptsMax, apply)
-        if !credits.isEmpty { metrics.observeBatch(operation: "credit", size: credits.count) }
-        if !debits.isEmpty { metrics.observeBatch(operation: "debit", size: debits.count) }
-        if !holds.isEmpty { metrics.observeBatch(operation: "hold", size: holds.count) }
+        if !credits.isEmpty { metrics.observeBatch(operation: .credit, size: credits.count) }
+        if !debits.isEmpty { metrics.observeBatch(operation: .debit, size: debits.count) }
+        if !holds.isEmpty { metrics.observeBatch(operation: .hold, size: holds.count) }
         var outcomes = [Outcome?](repeating: nil, count: items.count)
         for (entry, result) in zip(credits, creditResults) { outcomes[entry.position] = .credit(result) }
         for (entry, result) in zip(debits, debitResults) { outcomes[entry.position] = .debit(result) }

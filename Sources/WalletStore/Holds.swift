@@ -1,5 +1,5 @@
-import Foundation
-import Postgres
+public import Foundation
+public import Postgres
 public import WalletCore
 
 /// Holds in the ledger database: placed, captured and released through the
@@ -14,6 +14,15 @@ extension LedgerStore {
         case place(user: UserID, currency: Currency, amount: Amount, reason: String?, metadata: String?, expiresInSeconds: Int)
         case capture(holdID: Int64, amount: Amount?)
         case release(holdID: Int64)
+
+        /// What `wallet.hold_many` is asked to do.
+        public var action: HoldAction {
+            switch self {
+            case .place: .place
+            case .capture: .capture
+            case .release: .release
+            }
+        }
     }
 
     public struct HoldRequest: Sendable {
@@ -36,7 +45,7 @@ extension LedgerStore {
         }
     }
 
-    public enum HoldOutcome: String, Sendable {
+    public enum HoldOutcome: String, Sendable, CaseIterable, PostgresDecodable {
         case held, captured, released
         case insufficientFunds = "insufficient_funds"
         case holdNotActive = "hold_not_active"
@@ -44,10 +53,6 @@ extension LedgerStore {
         case notFound = "not_found"
         case idempotencyKeyReused = "idempotency_key_reused"
         case unknownCurrency = "unknown_currency"
-    }
-
-    public enum HoldStatus: String, Sendable {
-        case held, captured, released, expired
     }
 
     /// A hold, as an answer shows it.
@@ -61,14 +66,14 @@ extension LedgerStore {
         /// The caller's metadata object as the ledger keeps it (`jsonb`
         /// text), or nil.
         public var metadataJSON: String?
-        public var createdAt: String
-        public var expiresAt: String
+        public var createdAt: Date
+        public var expiresAt: Date
         /// Once captured: how much, when, and the capture's debit entry.
         public var capturedAmount: Int64?
-        public var capturedAt: String?
+        public var capturedAt: Date?
         public var entryID: Int64?
-        public var releasedAt: String?
-        public var expiredAt: String?
+        public var releasedAt: Date?
+        public var expiredAt: Date?
     }
 
     public struct HoldResult: Sendable {
@@ -93,17 +98,14 @@ extension LedgerStore {
     static func holds(_ requests: [HoldRequest], on connection: Connection) throws -> [HoldResult] {
         // One `wallet.hold_request` each, its fields in the type's order.
         let records = requests.map { request -> PostgresRecord in
-            var fields: [(any PostgresEncodable)?] = [nil, request.client, request.key.rawValue, ByteA(request.requestHash),
-                                                      request.requestID, request.anyClient]
+            var fields: [(any PostgresEncodable)?] = [request.operation.action, request.client, request.key.rawValue,
+                                                      ByteA(request.requestHash), request.requestID, request.anyClient]
             switch request.operation {
             case .place(let user, let currency, let amount, let reason, let metadata, let expiresIn):
-                fields[0] = "place"
                 fields += [user.rawValue, currency.rawValue, amount.value, reason, metadata, Int32(expiresIn), nil]
             case .capture(let holdID, let amount):
-                fields[0] = "capture"
                 fields += [nil, nil, amount?.value, nil, nil, nil, holdID]
             case .release(let holdID):
-                fields[0] = "release"
                 fields += [nil, nil, nil, nil, nil, nil, holdID]
             }
             return PostgresRecord(fields)
@@ -115,7 +117,7 @@ extension LedgerStore {
             """)
         guard rows.count == requests.count else { throw StoreError.unexpectedRowCount(rows.count, requests.count) }
         return try rows.map { row in
-            HoldResult(outcome: try outcome(HoldOutcome.self, row), replayed: try row.decode(Bool.self, at: 1),
+            HoldResult(outcome: try row.decode(HoldOutcome.self, at: 0), replayed: try row.decode(Bool.self, at: 1),
                        requestID: try row.decodeIfPresent(String.self, at: 2), hold: try hold(row, at: 6),
                        balance: try row.decodeIfPresent(Int64.self, at: 3), held: try row.decodeIfPresent(Int64.self, at: 4),
                        storedResponse: try row.decodeIfPresent(String.self, at: 5))
@@ -142,17 +144,15 @@ extension LedgerStore {
     /// The hold in `holdColumns`, from column `first` on; nil when its id is NULL.
     private static func hold(_ row: Row, at first: Int) throws -> Hold? {
         guard let id = try row.decodeIfPresent(Int64.self, at: first) else { return nil }
-        let statusText = try row.decode(String.self, at: first + 4)
-        guard let status = HoldStatus(rawValue: statusText) else { throw StoreError.unknownOutcome(statusText) }
-        func time(_ offset: Int) throws -> String? {
-            try row.decodeIfPresent(Timestamp.self, at: first + offset)?.rfc3339
+        func time(_ offset: Int) throws -> Date? {
+            try row.decodeIfPresent(Date.self, at: first + offset)
         }
         return Hold(id: id, userID: try row.decode(String.self, at: first + 1),
                     currency: try row.decode(String.self, at: first + 2), amount: try row.decode(Int64.self, at: first + 3),
-                    status: status, reason: try row.decodeIfPresent(String.self, at: first + 5),
+                    status: try row.decode(HoldStatus.self, at: first + 4),
+                    reason: try row.decodeIfPresent(String.self, at: first + 5),
                     metadataJSON: try row.decodeIfPresent(String.self, at: first + 6),
-                    createdAt: try row.decode(Timestamp.self, at: first + 7).rfc3339,
-                    expiresAt: try row.decode(Timestamp.self, at: first + 8).rfc3339,
+                    createdAt: try row.decode(Date.self, at: first + 7), expiresAt: try row.decode(Date.self, at: first + 8),
                     capturedAmount: try row.decodeIfPresent(Int64.self, at: first + 9), capturedAt: try time(10),
                     entryID: try row.decodeIfPresent(Int64.self, at: first + 11), releasedAt: try time(12),
                     expiredAt: try time(13))

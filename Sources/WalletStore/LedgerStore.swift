@@ -1,5 +1,5 @@
-import Foundation
-import Postgres
+public import Foundation
+public import Postgres
 public import WalletCore
 
 /// The service's SQL, in one place. Handlers never build SQL; they call
@@ -32,12 +32,13 @@ public struct LedgerStore: Sendable {
         /// The amount the caller claimed, if it sent one; checked, never used.
         public var claimedAmount: Int64?
         public var source: CreditSource
-        public var environment: String?
+        public var environment: PurchaseEnvironment?
         /// A Google Play purchase's token: credited once, and consumed.
         public var purchaseToken: String?
 
         public init(client: String, flowNo: FlowNumber, userID: UserID, productID: ProductID, quantity: Quantity,
-                    claimedAmount: Int64?, source: CreditSource, environment: String?, purchaseToken: String? = nil) {
+                    claimedAmount: Int64?, source: CreditSource, environment: PurchaseEnvironment?,
+                    purchaseToken: String? = nil) {
             self.purchaseToken = purchaseToken
             self.client = client
             self.flowNo = flowNo
@@ -50,7 +51,7 @@ public struct LedgerStore: Sendable {
         }
     }
 
-    public enum CreditOutcome: String, Sendable {
+    public enum CreditOutcome: String, Sendable, CaseIterable, PostgresDecodable {
         case credited, replayed
         case flowNoConflict = "flow_no_conflict"
         case unknownProduct = "unknown_product"
@@ -63,9 +64,9 @@ public struct LedgerStore: Sendable {
     public struct CreditState: Sendable, Equatable {
         public var currency: String
         public var amount: Int64
-        public var status: String
+        public var status: CreditStatus
         public var entryID: Int64
-        public var createdAt: String
+        public var createdAt: Date
     }
 
     public struct CreditResult: Sendable {
@@ -83,7 +84,7 @@ public struct LedgerStore: Sendable {
         // One `wallet.credit_operation` each, its fields in the type's order.
         let records = operations.map {
             PostgresRecord([$0.client, $0.flowNo.rawValue, $0.userID.rawValue, $0.productID.rawValue,
-                            Int32($0.quantity.value), $0.claimedAmount, $0.source.rawValue, $0.environment,
+                            Int32($0.quantity.value), $0.claimedAmount, $0.source, $0.environment,
                             $0.purchaseToken])
         }
         let rows = try connection.prepared("""
@@ -92,12 +93,12 @@ public struct LedgerStore: Sendable {
             """)
         guard rows.count == operations.count else { throw StoreError.unexpectedRowCount(rows.count, operations.count) }
         return try rows.map { row in
-            let outcome = try outcome(CreditOutcome.self, row)
+            let outcome = try row.decode(CreditOutcome.self, at: 0)
             var credit: CreditState?
             if outcome == .credited || outcome == .replayed {
                 credit = CreditState(currency: try row.decode(String.self, at: 1), amount: try row.decode(Int64.self, at: 2),
-                                     status: try row.decode(String.self, at: 3), entryID: try row.decode(Int64.self, at: 4),
-                                     createdAt: try row.decode(Timestamp.self, at: 5).rfc3339)
+                                     status: try row.decode(CreditStatus.self, at: 3),
+                                     entryID: try row.decode(Int64.self, at: 4), createdAt: try row.decode(Date.self, at: 5))
             }
             return CreditResult(outcome: outcome, credit: credit, balance: try row.decodeIfPresent(Int64.self, at: 6),
                                 held: try row.decodeIfPresent(Int64.self, at: 8),
@@ -133,7 +134,7 @@ public struct LedgerStore: Sendable {
         }
     }
 
-    public enum DebitOutcome: String, Sendable {
+    public enum DebitOutcome: String, Sendable, CaseIterable, PostgresDecodable {
         case debited
         case insufficientFunds = "insufficient_funds"
         case idempotencyKeyReused = "idempotency_key_reused"
@@ -146,7 +147,7 @@ public struct LedgerStore: Sendable {
         public var replayed: Bool
         /// For `debited`: the ledger entry and when it was written.
         public var entryID: Int64?
-        public var createdAt: String?
+        public var createdAt: Date?
         /// For `debited`: the balance after it; for `insufficientFunds`: the
         /// balance that was too low.
         public var balance: Int64?
@@ -170,20 +171,14 @@ public struct LedgerStore: Sendable {
             """)
         guard rows.count == operations.count else { throw StoreError.unexpectedRowCount(rows.count, operations.count) }
         return try rows.map { row in
-            DebitResult(outcome: try outcome(DebitOutcome.self, row), replayed: try row.decode(Bool.self, at: 1),
+            DebitResult(outcome: try row.decode(DebitOutcome.self, at: 0), replayed: try row.decode(Bool.self, at: 1),
                         entryID: try row.decodeIfPresent(Int64.self, at: 2),
-                        createdAt: try row.decodeIfPresent(Timestamp.self, at: 4)?.rfc3339,
+                        createdAt: try row.decodeIfPresent(Date.self, at: 4),
                         balance: try row.decodeIfPresent(Int64.self, at: 3),
                         held: try row.decodeIfPresent(Int64.self, at: 7),
                         requestID: try row.decodeIfPresent(String.self, at: 5),
                         storedResponse: try row.decodeIfPresent(String.self, at: 6))
         }
-    }
-
-    static func outcome<Outcome: RawRepresentable<String>>(_ type: Outcome.Type, _ row: Row) throws -> Outcome {
-        let text = try row.decode(String.self, at: 0)
-        guard let outcome = Outcome(rawValue: text) else { throw StoreError.unknownOutcome(text) }
-        return outcome
     }
 
     // MARK: Reads
@@ -202,7 +197,7 @@ public struct LedgerStore: Sendable {
             SELECT w.user_id, w.currency, w.balance,
                    CASE WHEN w.held = 0 THEN 0 ELSE (
                        SELECT coalesce(sum(h.amount), 0) FROM wallet.holds h
-                       WHERE h.user_id = w.user_id AND h.currency = w.currency AND h.status = 'held'
+                       WHERE h.user_id = w.user_id AND h.currency = w.currency AND h.status = \(literal: HoldStatus.held)
                          AND h.expires_at > now()) END
             FROM wallet.wallets w
             WHERE w.user_id = ANY(\(userIDs)::text[]) ORDER BY w.user_id, w.currency
@@ -215,9 +210,9 @@ public struct LedgerStore: Sendable {
         public var currency: String
         public var amount: Int64
         public var balanceAfter: Int64
-        public var kind: String
+        public var kind: EntryKind
         public var reference: String
-        public var createdAt: String
+        public var createdAt: Date
     }
 
     /// Newest first, entries with an id below `beforeID` when given; one more
@@ -235,8 +230,8 @@ public struct LedgerStore: Sendable {
             """).map { row in
             Entry(id: try row.decode(Int64.self, at: 0), currency: try row.decode(String.self, at: 1),
                   amount: try row.decode(Int64.self, at: 2), balanceAfter: try row.decode(Int64.self, at: 3),
-                  kind: try row.decode(String.self, at: 4), reference: try row.decode(String.self, at: 5),
-                  createdAt: try row.decode(Timestamp.self, at: 6).rfc3339)
+                  kind: try row.decode(EntryKind.self, at: 4), reference: try row.decode(String.self, at: 5),
+                  createdAt: try row.decode(Date.self, at: 6))
         }
     }
 
@@ -271,8 +266,8 @@ public struct LedgerStore: Sendable {
             Credit(flowNo: try row.decode(String.self, at: 0), userID: try row.decode(String.self, at: 1),
                    productID: try row.decode(String.self, at: 2), quantity: try row.decode(Int.self, at: 3),
                    state: CreditState(currency: try row.decode(String.self, at: 4), amount: try row.decode(Int64.self, at: 5),
-                                      status: try row.decode(String.self, at: 6), entryID: try row.decode(Int64.self, at: 7),
-                                      createdAt: try row.decode(Timestamp.self, at: 8).rfc3339))
+                                      status: try row.decode(CreditStatus.self, at: 6),
+                                      entryID: try row.decode(Int64.self, at: 7), createdAt: try row.decode(Date.self, at: 8)))
         }
     }
 
@@ -294,13 +289,11 @@ public struct LedgerStore: Sendable {
 
     public enum StoreError: Error, CustomStringConvertible {
         case unexpectedRowCount(Int, Int)
-        case unknownOutcome(String)
         case missingColumn(String)
 
         public var description: String {
             switch self {
             case .unexpectedRowCount(let got, let expected): "expected \(expected) result rows, got \(got)"
-            case .unknownOutcome(let outcome): "unknown outcome \(outcome)"
             case .missingColumn(let what): "a result column is NULL for \(what)"
             }
         }
@@ -343,7 +336,7 @@ extension LedgerStore {
     /// coins a refund entry it wrote took back (0 for anything else), and
     /// whether it queued an answer to Apple's consumption request.
     public struct NotificationApplied: Sendable, Equatable {
-        public var outcome: String
+        public var outcome: AppStoreNotificationOutcome
         public var refundedCoins: Int64
         public var consumptionQueued: Bool
     }
@@ -362,7 +355,7 @@ extension LedgerStore {
                 \(record.revocationType), \(record.revocationPercentage)::bigint, \(record.payloadJSON)::jsonb,
                 \(queueConsumption)::boolean)
             """)[0]
-        let outcome = try row.decode(String.self, at: 0)
+        let outcome = try row.decode(AppStoreNotificationOutcome.self, at: 0)
         let queued = try row.decode(Bool.self, at: 2)
         // The entry the function wrote is invisible to the statement that
         // called it (one snapshot): read after it, for refunds only.
@@ -370,7 +363,7 @@ extension LedgerStore {
             return NotificationApplied(outcome: outcome, refundedCoins: 0, consumptionQueued: queued)
         }
         let refunded = try connection.prepared(
-            "SELECT coalesce(-sum(amount), 0) FROM wallet.entries WHERE id = \(entryID) AND kind = 'refund'")
+            "SELECT coalesce(-sum(amount), 0) FROM wallet.entries WHERE id = \(entryID) AND kind = \(literal: EntryKind.refund)")
         return NotificationApplied(outcome: outcome, refundedCoins: try refunded[0].decode(Int64.self, at: 0),
                                    consumptionQueued: queued)
     }

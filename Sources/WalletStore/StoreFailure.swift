@@ -90,7 +90,13 @@ public protocol StoreMetrics: Sendable {
     /// database, because one just found it unavailable.
     func countDatabaseUnavailableFastFail()
     /// A group-commit transaction applied `size` operations of one kind.
-    func observeBatch(operation: String, size: Int)
+    func observeBatch(operation: BatchOperation, size: Int)
+}
+
+/// The kinds of operation a group-commit batch applies, each with its own
+/// SQL function: the `operation` label of `wallet_batch_operations`.
+public enum BatchOperation: String, Sendable, CaseIterable {
+    case credit, debit, hold
 }
 
 extension StoreMetrics {

@@ -1,4 +1,6 @@
 import Foundation
+import Timestamps
+import WalletCore
 import WalletService
 import WalletStore
 
@@ -78,8 +80,8 @@ enum OutboxCommand {
         print([keyTitle, "FLOW_NO", "ENVIRONMENT", "STATUS", "ATTEMPTS", "CREATED", "SENT", "BODY", "LAST ERROR"]
             .joined(separator: "\t"))
         for record in records {
-            print([record.key, record.flowNo, record.environment, record.status, String(record.attempts),
-                   record.createdAt, record.sentAt ?? "-", record.requestBody ?? "-", record.lastError ?? "-"]
+            print([record.key, record.flowNo, record.environment.rawValue, record.status.rawValue, String(record.attempts),
+                   record.createdAt.rfc3339, record.sentAt?.rfc3339 ?? "-", record.requestBody ?? "-", record.lastError ?? "-"]
                 .joined(separator: "\t"))
         }
         return 0

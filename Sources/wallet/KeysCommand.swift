@@ -1,4 +1,5 @@
 import Foundation
+import Timestamps
 import WalletCore
 import WalletService
 import WalletStore
@@ -47,8 +48,8 @@ enum KeysCommand {
             }
             print(pad(["NAME", "SCOPES", "CREATED", "LAST USED", "REVOKED"]))
             for key in keys {
-                print(pad([key.name, key.scopes.map(\.rawValue).joined(separator: ","), key.createdAt,
-                           key.lastUsedAt ?? "-", key.revokedAt ?? "-"]))
+                print(pad([key.name, key.scopes.map(\.rawValue).joined(separator: ","), key.createdAt.rfc3339,
+                           key.lastUsedAt?.rfc3339 ?? "-", key.revokedAt?.rfc3339 ?? "-"]))
             }
         case "revoke":
             guard let name = options.positionals.first else { throw UsageError(message: help) }

@@ -2,6 +2,7 @@ import AppStore
 import Foundation
 import TestSupport
 import Testing
+import WalletCore
 
 @Suite struct CreditPolicyTests {
     static let namespace = "0f2d4c6e-8a1b-4c3d-9e5f-a7b9c1d3e5f7"
@@ -39,7 +40,7 @@ import Testing
         }
     }
 
-    static func reason(_ result: Result<Int, PolicyError>) -> String? {
+    static func reason(_ result: Result<Int, PolicyError>) -> RefusalReason? {
         if case .failure(let error) = result { return error.reason }
         return nil
     }
@@ -113,7 +114,7 @@ import Testing
         for quantity in [0, -1, 11, Int.max] {
             let result = Self.check(try Self.payload(["quantity": quantity]))
             #expect(Self.reason(result) == RefusalReason.malformed)
-            #expect(Self.reason(result) == VerificationFailure.malformed.rawValue)
+            #expect(Self.reason(result) == VerificationFailure.malformed.refusalReason)
         }
     }
 

@@ -2,6 +2,7 @@ import AppStore
 import Foundation
 import TestSupport
 import Testing
+import WalletCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -104,7 +105,7 @@ import Glibc
         switch result {
         case .success: nil
         case .failure(.unavailable): "unavailable"
-        case .failure(.failed(let reason, _)): reason
+        case .failure(.failed(let reason, _)): reason.rawValue
         }
     }
 
@@ -126,7 +127,7 @@ import Glibc
         try Self.withServers(production: Self.answer()) { verifier, production, sandbox in
             let purchase = try Self.outcome(verifier).get()
             #expect(purchase == ReceiptVerifier.VerifiedReceiptPurchase(
-                transactionID: Self.transactionID, productID: Self.productID, quantity: 1, environment: "Production"
+                transactionID: Self.transactionID, productID: Self.productID, quantity: 1, environment: .production
             ))
             #expect(sandbox.requests.isEmpty)
             let requests = production.requests
@@ -164,7 +165,7 @@ import Glibc
             production: Self.status(21007), sandbox: Self.answer(environment: "Sandbox")
         ) { verifier, production, sandbox in
             let purchase = try Self.outcome(verifier).get()
-            #expect(purchase.environment == "Sandbox")
+            #expect(purchase.environment == .sandbox)
             #expect(purchase.transactionID == Self.transactionID)
             #expect(production.requests.count == 1)
             let requests = sandbox.requests
@@ -178,7 +179,7 @@ import Glibc
     @Test(.timeLimit(.minutes(1)))
     func theSandboxIsAskedOnlyOnce() throws {
         try Self.withServers(production: Self.status(21007), sandbox: Self.status(21007)) { verifier, production, sandbox in
-            #expect(Self.reason(Self.outcome(verifier)) == RefusalReason.receiptInvalid)
+            #expect(Self.reason(Self.outcome(verifier)) == RefusalReason.receiptInvalid.rawValue)
             #expect(production.requests.count == 1)
             #expect(sandbox.requests.count == 1)
         }
@@ -189,7 +190,7 @@ import Glibc
         try Self.withServers(
             production: Self.status(21007), sandbox: Self.answer(environment: "Sandbox"), allowSandbox: false
         ) { verifier, _, sandbox in
-            #expect(Self.reason(Self.outcome(verifier)) == RefusalReason.environmentNotAllowed)
+            #expect(Self.reason(Self.outcome(verifier)) == RefusalReason.environmentNotAllowed.rawValue)
             #expect(sandbox.requests.isEmpty)
         }
     }
@@ -230,25 +231,25 @@ import Glibc
 
     @Test(.timeLimit(.minutes(1)))
     func anotherBundleIsRefused() throws {
-        #expect(try Self.refusal(production: Self.answer(bundleID: "com.example.other")) == RefusalReason.bundleMismatch)
-        #expect(try Self.refusal(production: Self.answer(bundleID: nil)) == RefusalReason.bundleMismatch)
+        #expect(try Self.refusal(production: Self.answer(bundleID: "com.example.other")) == RefusalReason.bundleMismatch.rawValue)
+        #expect(try Self.refusal(production: Self.answer(bundleID: nil)) == RefusalReason.bundleMismatch.rawValue)
     }
 
     @Test(.timeLimit(.minutes(1)))
     func aReceiptWithoutTheTransactionIsRefused() throws {
         let others = [Self.entry(transactionID: "1000000000000001")]
-        #expect(try Self.refusal(production: Self.answer(inApp: others)) == RefusalReason.transactionMismatch)
-        #expect(try Self.refusal(production: Self.answer(inApp: [])) == RefusalReason.transactionMismatch)
+        #expect(try Self.refusal(production: Self.answer(inApp: others)) == RefusalReason.transactionMismatch.rawValue)
+        #expect(try Self.refusal(production: Self.answer(inApp: [])) == RefusalReason.transactionMismatch.rawValue)
         // The original transaction ID does not count.
         let renewal = Self.entry(transactionID: "1000000000000003", extra: ["original_transaction_id": Self.transactionID])
-        #expect(try Self.refusal(production: Self.answer(inApp: [renewal])) == RefusalReason.transactionMismatch)
+        #expect(try Self.refusal(production: Self.answer(inApp: [renewal])) == RefusalReason.transactionMismatch.rawValue)
     }
 
     @Test(.timeLimit(.minutes(1)))
     func anotherProductIsRefused() throws {
-        #expect(try Self.refusal(production: Self.answer(), productID: "coins.5000") == RefusalReason.productMismatch)
+        #expect(try Self.refusal(production: Self.answer(), productID: "coins.5000") == RefusalReason.productMismatch.rawValue)
         let inLatest = Self.answer(latestReceiptInfo: [Self.entry(productID: "coins.5000")])
-        #expect(try Self.refusal(production: inLatest) == RefusalReason.productMismatch)
+        #expect(try Self.refusal(production: inLatest) == RefusalReason.productMismatch.rawValue)
     }
 
     @Test(.timeLimit(.minutes(1)))
@@ -257,20 +258,20 @@ import Glibc
             "cancellation_date": "2023-11-15 10:00:00 Etc/GMT", "cancellation_date_ms": "1700042400000",
             "cancellation_reason": "0",
         ])
-        #expect(try Self.refusal(production: Self.answer(inApp: [cancelled])) == RefusalReason.revoked)
+        #expect(try Self.refusal(production: Self.answer(inApp: [cancelled])) == RefusalReason.revoked.rawValue)
         // A cancellation that only latest_receipt_info shows still counts.
         let onlyInLatest = Self.answer(inApp: [Self.entry()], latestReceiptInfo: [cancelled])
-        #expect(try Self.refusal(production: onlyInLatest) == RefusalReason.revoked)
+        #expect(try Self.refusal(production: onlyInLatest) == RefusalReason.revoked.rawValue)
     }
 
     @Test(.timeLimit(.minutes(1)))
     func quantitiesOutsideApplesRangeAreMalformed() throws {
         for quantity: Any in ["0", "11", "x", "", "+1", " 1", "1.0", 0, 11, 1.5, true] {
             let answer = Self.answer(inApp: [Self.entry(quantity: quantity)])
-            #expect(try Self.refusal(production: answer) == RefusalReason.malformed, "quantity \(quantity)")
+            #expect(try Self.refusal(production: answer) == RefusalReason.malformed.rawValue, "quantity \(quantity)")
         }
         let disagreeing = Self.answer(inApp: [Self.entry(quantity: "1")], latestReceiptInfo: [Self.entry(quantity: "2")])
-        #expect(try Self.refusal(production: disagreeing) == RefusalReason.malformed)
+        #expect(try Self.refusal(production: disagreeing) == RefusalReason.malformed.rawValue)
     }
 
     @Test(.timeLimit(.minutes(1)))
@@ -287,13 +288,13 @@ import Glibc
                 #expect(sandbox.requests.isEmpty)
             }
         }
-        #expect(try Self.refusal(production: Self.status(21100, extra: ["is-retryable": false])) == RefusalReason.receiptInvalid)
-        #expect(try Self.refusal(production: Self.status(21150)) == RefusalReason.receiptInvalid)
+        #expect(try Self.refusal(production: Self.status(21100, extra: ["is-retryable": false])) == RefusalReason.receiptInvalid.rawValue)
+        #expect(try Self.refusal(production: Self.status(21150)) == RefusalReason.receiptInvalid.rawValue)
     }
 
     @Test(.timeLimit(.minutes(1)))
     func aValidStatusWithoutAReceiptIsRefused() throws {
-        #expect(try Self.refusal(production: Self.status(0)) == RefusalReason.receiptInvalid)
+        #expect(try Self.refusal(production: Self.status(0)) == RefusalReason.receiptInvalid.rawValue)
     }
 
     @Test(.timeLimit(.minutes(1)))
@@ -302,12 +303,12 @@ import Glibc
             let empty = Result { () throws(ReceiptError) in
                 try verifier.verify(receiptData: "", transactionID: Self.transactionID, productID: Self.productID)
             }
-            #expect(Self.reason(empty) == RefusalReason.receiptInvalid)
+            #expect(Self.reason(empty) == RefusalReason.receiptInvalid.rawValue)
             let huge = String(repeating: "A", count: ReceiptVerifier.receiptDataBytesMax + 1)
             let tooLong = Result { () throws(ReceiptError) in
                 try verifier.verify(receiptData: huge, transactionID: Self.transactionID, productID: Self.productID)
             }
-            #expect(Self.reason(tooLong) == RefusalReason.receiptInvalid)
+            #expect(Self.reason(tooLong) == RefusalReason.receiptInvalid.rawValue)
             #expect(production.requests.isEmpty)
         }
     }
@@ -443,7 +444,7 @@ import Glibc
 
     @Test(.timeLimit(.minutes(1)))
     func errorsDescribeThemselves() {
-        #expect(ReceiptError.failed(reason: "revoked", detail: "gone").description == "revoked: gone")
+        #expect(ReceiptError.failed(reason: .revoked, detail: "gone").description == "revoked: gone")
         #expect(ReceiptError.unavailable("HTTP status 503").description == "unavailable: HTTP status 503")
     }
 }

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import GooglePlay
 import Testing
+import WalletCore
 
 struct DeveloperNotificationTests {
     static let packageName = "com.example.wallet"
@@ -66,7 +67,7 @@ struct DeveloperNotificationTests {
         #expect(message.notification.eventTime == Date(timeIntervalSince1970: 1_503_349_783))
         #expect(message.notification.kind == .voidedPurchase(
             purchaseToken: "PQ7.AO-J1OzAbc_-123", orderID: "GPA.3313-5503-3858-32549", productType: 2, refundType: 1))
-        #expect(message.notification.kindName == "voided_purchase")
+        #expect(message.notification.kindName.rawValue == "voided_purchase")
     }
 
     @Test func aVoidedPurchaseWithoutOrderIDOrRefundType() throws {
@@ -83,7 +84,7 @@ struct DeveloperNotificationTests {
                                            "sku": "coins_100"],
         ], eventTimeMillis: 1_700_000_000_123)))
         #expect(message.notification.kind == .oneTimeProduct(notificationType: 1, purchaseToken: "token-2", sku: "coins_100"))
-        #expect(message.notification.kindName == "one_time_product")
+        #expect(message.notification.kindName.rawValue == "one_time_product")
         #expect(message.notification.eventTime == Date(timeIntervalSince1970: 1_700_000_000.123))
     }
 
@@ -93,7 +94,7 @@ struct DeveloperNotificationTests {
                                          "subscriptionId": "monthly"],
         ])))
         #expect(message.notification.kind == .subscription)
-        #expect(message.notification.kindName == "subscription")
+        #expect(message.notification.kindName.rawValue == "subscription")
     }
 
     @Test func aTestNotificationWithOnlyTheSnakeCaseMessageID() throws {
@@ -101,7 +102,7 @@ struct DeveloperNotificationTests {
             notification: Self.notification(["testNotification": ["version": "1.0"]]), messageID: nil))
         #expect(message.messageID == "2070443601311540")
         #expect(message.notification.kind == .test)
-        #expect(message.notification.kindName == "test")
+        #expect(message.notification.kindName.rawValue == "test")
     }
 
     @Test func anUnknownKindIsOther() throws {
@@ -109,8 +110,8 @@ struct DeveloperNotificationTests {
             "someFutureNotification": ["version": "1.0"],
         ]), snakeCaseID: nil))
         #expect(message.notification.kind == .other)
-        #expect(message.notification.kindName == "other")
-        #expect(DeveloperNotification.kindNames.contains(message.notification.kindName))
+        #expect(message.notification.kindName.rawValue == "other")
+        #expect(GooglePlayNotificationKind.allCases.contains(message.notification.kindName))
     }
 
     @Test func unpaddedAndURLSafeDataIsAccepted() throws {

@@ -1,6 +1,7 @@
 import Crypto
 import GooglePlay
 import Testing
+import WalletCore
 
 struct PurchasePolicyTests {
     private static let token = "opaque-purchase-token.AO-J1Oz"
@@ -22,18 +23,18 @@ struct PurchasePolicyTests {
             return nil
         } catch {
             #expect(!error.detail.contains(token) && !error.detail.contains(userID))
-            return error.reason
+            return error.reason.rawValue
         }
     }
 
     @Test func aPaidPurchaseIsCreditedUnderItsOrderID() throws {
         let accepted = try PurchasePolicy().check(Self.purchase(), productID: Self.productID, purchaseToken: Self.token, userID: Self.userID,
                                                   requestedFlowNo: nil, requestedQuantity: nil)
-        #expect(accepted == .init(flowNo: "GPA.1234-5678-9012-34567", quantity: 1, environment: "Production"))
+        #expect(accepted == .init(flowNo: "GPA.1234-5678-9012-34567", quantity: 1, environment: .production))
         let stated = try PurchasePolicy().check(Self.purchase(quantity: 3), productID: Self.productID, purchaseToken: Self.token,
                                                 userID: Self.userID, requestedFlowNo: "GPA.1234-5678-9012-34567",
                                                 requestedQuantity: 3)
-        #expect(stated == .init(flowNo: "GPA.1234-5678-9012-34567", quantity: 3, environment: "Production"))
+        #expect(stated == .init(flowNo: "GPA.1234-5678-9012-34567", quantity: 3, environment: .production))
     }
 
     @Test func theFlowNoIsTheOrderIDOrDerivedFromTheToken() {
@@ -51,7 +52,7 @@ struct PurchasePolicyTests {
         let accepted = try PurchasePolicy().check(Self.purchase(type: 1, orderID: nil), productID: Self.productID, purchaseToken: Self.token,
                                                   userID: Self.userID, requestedFlowNo: nil, requestedQuantity: nil)
         #expect(accepted.flowNo == PurchasePolicy.flowNo(orderID: nil, purchaseToken: Self.token))
-        #expect(accepted.environment == "Promo")
+        #expect(accepted.environment == .promo)
         #expect(Self.refusal(Self.purchase(type: 1, orderID: nil), flowNo: accepted.flowNo) == nil)
         #expect(Self.refusal(Self.purchase(type: 1, orderID: nil), flowNo: "GPA.1234-5678-9012-34567")
             == "transaction_mismatch")
@@ -75,7 +76,7 @@ struct PurchasePolicyTests {
         let tests = PurchasePolicy(allowTestPurchases: true)
         let accepted = try tests.check(Self.purchase(type: 0), productID: Self.productID, purchaseToken: Self.token, userID: Self.userID,
                                        requestedFlowNo: nil, requestedQuantity: nil)
-        #expect(accepted.environment == "Test")
+        #expect(accepted.environment == .test)
         // Allowing tests does not allow rewarded products.
         #expect(Self.refusal(Self.purchase(type: 2), policy: tests) == "not_consumable")
         // The type comes before the quantity.
@@ -144,10 +145,14 @@ struct PurchasePolicyTests {
     }
 
     @Test func theReasonsAreTheDocumentedCodes() {
-        #expect(PurchaseRefusal.allReasons == [
+        let reasons: [RefusalReason] = [
+            .purchasePending, .revoked, .notConsumable, .environmentNotAllowed, .quantityOutOfRange, .accountMismatch,
+            .transactionMismatch, .productMismatch, .malformed,
+        ]
+        #expect(reasons.map(\.rawValue) == [
             "purchase_pending", "revoked", "not_consumable", "environment_not_allowed", "quantity_out_of_range",
             "account_mismatch", "transaction_mismatch", "product_mismatch", "malformed",
         ])
-        #expect("\(PurchaseRefusal(PurchaseRefusal.revoked, "why"))" == "revoked: why")
+        #expect("\(PurchaseRefusal(.revoked, "why"))" == "revoked: why")
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Postgres
 import Testing
 import TestSupport
+import Timestamps
 
 /// Composite values go to the server as record literals inside an array
 /// literal: two levels of quoting that no field may break out of.
@@ -41,25 +42,67 @@ struct RecordTests {
         #expect(try connection.query("SELECT count(*) FROM pg_type WHERE typname = 'probe'")[0].decode(Int.self, at: 0) == 1)
     }
 
-    @Test func timestampsReadAsRFC3339WithMicroseconds() throws {
+    @Test func timestampsReadAsDatesAndWriteBackAsTheLedgerDoes() throws {
         let connection = try Connection(options: try TestDatabase.make())
         let row = try #require(try connection.query("""
             SELECT '2026-01-02 03:04:05.6789+00'::timestamptz, '2026-01-02 03:04:05+00'::timestamptz,
-                   '2026-12-31 23:59:59.999999+00'::timestamptz, '2026-06-01 12:00:00.5+02'::timestamptz
+                   '2026-12-31 23:59:59.999999+00'::timestamptz, '2026-06-01 12:00:00.5+02'::timestamptz,
+                   '1969-12-31 23:59:59.999999+00'::timestamptz
             """).single)
-        #expect(try row.decode(Timestamp.self, at: 0).rfc3339 == "2026-01-02T03:04:05.678900Z")
-        #expect(try row.decode(Timestamp.self, at: 1).rfc3339 == "2026-01-02T03:04:05.000000Z")
-        #expect(try row.decode(Timestamp.self, at: 2).rfc3339 == "2026-12-31T23:59:59.999999Z")
+        #expect(try row.decode(Date.self, at: 0).rfc3339 == "2026-01-02T03:04:05.678900Z")
+        #expect(try row.decode(Date.self, at: 1).rfc3339 == "2026-01-02T03:04:05.000000Z")
+        #expect(try row.decode(Date.self, at: 1) == Date(timeIntervalSince1970: 1_767_323_045))
+        #expect(try row.decode(Date.self, at: 2).rfc3339 == "2026-12-31T23:59:59.999999Z")
         // The connection runs in UTC whatever the literal said.
-        #expect(try row.decode(Timestamp.self, at: 3).rfc3339 == "2026-06-01T10:00:00.500000Z")
-        // The same text the ledger's own SQL formatter writes, for any instant.
-        for row in try connection.query("""
-            SELECT t, wallet.rfc3339(t) FROM (SELECT now() + make_interval(secs => g * 0.1234567) AS t
-                                          FROM generate_series(0, 50) g) s
-            """) {
-            #expect(try row.decode(Timestamp.self, at: 0).rfc3339 == row.decode(String.self, at: 1))
+        #expect(try row.decode(Date.self, at: 3).rfc3339 == "2026-06-01T10:00:00.500000Z")
+        #expect(try row.decode(Date.self, at: 4).rfc3339 == "1969-12-31T23:59:59.999999Z")
+
+        // The same text the ledger's own SQL formatter writes, to the
+        // microsecond, for instants all over the span a Date holds exactly
+        // (2^33 seconds either side of 2001: 1728-10-18T11:03:28Z to
+        // 2273-03-16T12:56:32Z), its edges, and times near now; and a Date sent as
+        // a parameter is the instant it holds.
+        let edges = ["1970-01-01 00:00:00+00", "2000-02-29 23:59:59.999999+00", "2100-02-28 12:00:00.000001+00",
+                     "2100-03-01 00:00:00+00", "1728-10-18 11:03:28.000001+00", "2273-03-16 12:56:31.999999+00",
+                     "2038-01-19 03:14:08.123456+00", "1900-01-01 00:00:00.5+00"]
+        var random = SplitMix64(seed: 3339)
+        let span = 8_589_934_591 // 2^33 - 1 seconds on each side of 2001-01-01
+        var seconds: [Int64] = []
+        var microseconds: [Int64] = []
+        for index in 0..<4_000 {
+            let offset = index.isMultiple(of: 2) ? 800_000_000 + random.below(400_000_000) - 200_000_000
+                : random.below(2 * span) - span
+            seconds.append(978_307_200 + Int64(offset))
+            microseconds.append(Int64(random.below(1_000_000)))
         }
-        #expect(throws: PostgresError.self) { try Timestamp(postgresText: "2026-01-02T03:04:05Z") }
-        #expect(throws: PostgresError.self) { try Timestamp(postgresText: "infinity") }
+        let rows = try connection.query("""
+            SELECT t, wallet.rfc3339(t) FROM unnest(\(edges)::timestamptz[]) t
+            UNION ALL
+            SELECT to_timestamp(s) + u * INTERVAL '1 microsecond', wallet.rfc3339(to_timestamp(s) + u * INTERVAL '1 microsecond')
+            FROM unnest(\(seconds)::bigint[], \(microseconds)::bigint[]) AS x(s, u)
+            """)
+        #expect(rows.count == edges.count + seconds.count)
+        var mismatches: [String] = []
+        for row in rows {
+            let date = try row.decode(Date.self, at: 0)
+            let ledger = try row.decode(String.self, at: 1)
+            if date.rfc3339 != ledger { mismatches.append("\(ledger) written \(date.rfc3339)") }
+            let same = try connection.query("SELECT \(date)::timestamptz = \(ledger)::timestamptz")[0].decode(Bool.self, at: 0)
+            if !same { mismatches.append("\(ledger) sent back as \(date.rfc3339)") }
+        }
+        #expect(mismatches.isEmpty, "\(mismatches.count) of \(rows.count): \(mismatches.prefix(5))")
+
+        // What the ledger never stores is refused, not guessed.
+        for text in ["2026-01-02T03:04:05Z", "infinity", "-infinity", "0001-01-01 00:00:00+00 BC",
+                     "10000-01-01 00:00:00+00", "2026-13-01 00:00:00+00", "2026-02-29 00:00:00+00",
+                     "2026-01-02 03:04:05.1234567+00", "2026-01-02 03:04:05.+00", "2026-01-02 03:04:05+02",
+                     "2026-01-02 24:00:00+00", "2026-01-02 03:04"] {
+            #expect(throws: PostgresError.self, "\(text)") { try Date(postgresText: text) }
+        }
+        // Far past the exact span (a Google event time may be in year 9999)
+        // a time still reads, to the precision a Date holds there.
+        let far = try Date(postgresText: "9999-12-31 23:59:59.999+00")
+        #expect(far.rfc3339.hasPrefix("9999-12-31T23:59:59.99"))
+        #expect(abs(far.timeIntervalSince1970 - 253_402_300_799.999) < 0.000_1)
     }
 }

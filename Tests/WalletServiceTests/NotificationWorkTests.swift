@@ -280,16 +280,6 @@ struct NotificationWorkTests {
         #expect(resumed.allSatisfy { $0.contains(#""msg":"notification refused""#) })
     }
 
-    @Test func unknownNotificationOutcomesCountAsOther() {
-        let metrics = Metrics()
-        metrics.countNotification(outcome: "superseded")
-        metrics.countNotification(outcome: "something-new-\(UUID())")
-        metrics.countNotification(outcome: "something-else")
-        let text = metrics.render(pool: nil, writerQueueDepth: 0)
-        #expect(text.contains(#"wallet_appstore_notifications_total{outcome="superseded"} 1"#))
-        #expect(text.contains(#"wallet_appstore_notifications_total{outcome="other"} 2"#))
-    }
-
     @Test func aFullNotificationPoolAnswers503WithRetryAfter() throws {
         let apple = try FakeAppStore()
         let (service, rootFile) = try notificationService(apple)

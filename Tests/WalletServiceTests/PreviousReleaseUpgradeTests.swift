@@ -125,17 +125,17 @@ struct PreviousRelease {
         answers.add(try debitAnswer("d-2", #"{"user_id":"dana","amount":999999}"#))
         answers.heldID = try answers.place(holdAnswer("h-1", #"{"user_id":"dana","amount":300,"reason":"match 1"}"#))
         let captured = try answers.place(holdAnswer("h-2", #"{"user_id":"dana","amount":200,"metadata":{"match":2.50}}"#))
-        answers.add(try actionAnswer("c-2", "capture", captured, #"{"amount":150}"#))
+        answers.add(try actionAnswer("c-2", .capture, captured, #"{"amount":150}"#))
         let released = try answers.place(holdAnswer("h-3", #"{"user_id":"dana","amount":100}"#))
-        answers.add(try actionAnswer("r-3", "release", released, nil))
+        answers.add(try actionAnswer("r-3", .release, released, nil))
         _ = try answers.place(holdAnswer("h-5", #"{"user_id":"dana","amount":1000000000}"#))
-        answers.add(try actionAnswer("c-3", "capture", released, nil))
-        answers.add(try actionAnswer("c-1", "capture", answers.heldID, #"{"amount":301}"#))
+        answers.add(try actionAnswer("c-3", .capture, released, nil))
+        answers.add(try actionAnswer("c-1", .capture, answers.heldID, #"{"amount":301}"#))
         // A capture larger than the balance: eve's credit refunded under her hold.
         let eves = try answers.place(holdAnswer("h-6", #"{"user_id":"eve","amount":600}"#))
         #expect(try connection.query("SELECT outcome FROM wallet.refund_credit('e-1', 'chargeback', 'alice')")[0][0]
             == "refunded")
-        answers.add(try actionAnswer("c-6", "capture", eves, nil))
+        answers.add(try actionAnswer("c-6", .capture, eves, nil))
         // One left to expire, and the sweeper of that release expiring it.
         answers.expiredID = try answers.place(holdAnswer("h-4", #"{"user_id":"dana","amount":50,"expires_in_seconds":1}"#))
         #expect(waitFor(seconds: 10) {
@@ -250,14 +250,14 @@ struct PreviousRelease {
     }
 
     /// A capture or release as that release's service sent it, and its answer.
-    func actionAnswer(_ key: String, _ action: String, _ holdID: Int64, _ json: String?) throws -> Answer {
+    func actionAnswer(_ key: String, _ action: HoldAction, _ holdID: Int64, _ json: String?) throws -> Answer {
         let body = try HoldActionBody(json: try JSONParser.parse(Array((json ?? "{}").utf8)), action: action)
         let row = try connection.query("""
             SELECT outcome, response::text FROM wallet.hold_many(ARRAY[
                 ROW(\(action), 'game-server', \(key), \(ByteA(SHA256.hash(body.canonicalText(action: action, holdID: holdID)))),
                     \("rq-" + key), FALSE, NULL, NULL, \(body.amount?.value), NULL, NULL, NULL, \(holdID))::wallet.hold_request])
             """)[0]
-        return try Self.answer(row, key: key, path: "/v1/holds/\(holdID)/\(action)", json: json)
+        return try Self.answer(row, key: key, path: "/v1/holds/\(holdID)/\(action.rawValue)", json: json)
     }
 
     /// What that release's `holdResponse` sent for a hold operation's row:
@@ -283,7 +283,9 @@ struct PreviousRelease {
         case "insufficient_funds":
             return problem(.insufficientFunds(balance: integer(stored["balance"]), available: integer(stored["available"])), 409)
         case "hold_not_active":
-            guard case .string(let status)? = stored["hold"]?["status"] else { throw UpgradeTestError.unexpected(text) }
+            guard case .string(let name)? = stored["hold"]?["status"], let status = HoldStatus(rawValue: name) else {
+                throw UpgradeTestError.unexpected(text)
+            }
             return problem(.holdNotActive(status: status), 409)
         case "amount_exceeds_hold":
             return problem(.amountExceedsHold(held: integer(stored["hold"]?["amount"])), 422)

@@ -1,4 +1,6 @@
+import Foundation
 import HTTPServer
+import Timestamps
 import WalletCore
 import WalletStore
 
@@ -102,9 +104,9 @@ enum ConsolePages {
         }
         let refusedTotal = overview.refusedReasons.reduce(0) { $0 + $1.count }
         let outcomeRows = overview.notificationOutcomes.map { row -> HTML in
-            "<tr><th scope=\"row\">\(row.name)</th><td>\(row.count)</td></tr>"
+            "<tr><th scope=\"row\">\(row.name.rawValue)</th><td>\(row.count)</td></tr>"
         } + overview.refusedReasons.map { row -> HTML in
-            "<tr class=\"refused\"><th scope=\"row\">refused: \(row.name)</th><td>\(row.count)</td></tr>"
+            "<tr class=\"refused\"><th scope=\"row\">refused: \(row.name.rawValue)</th><td>\(row.count)</td></tr>"
         }
         let refusedNote: HTML = refusedTotal > 0
             ? "<p class=\"alert\" role=\"status\">\(refusedTotal) notifications were refused in this window. Check the endpoint's bundle id, environments and trust anchors.</p>"
@@ -150,7 +152,7 @@ enum ConsolePages {
                         + "the metrics count every refusal",
                     columns: ["Received", "Reason", "Signed by Apple", "Refusals"],
                     rows: overview.recentRefused.map { refused in
-                        row([cell(refused.receivedAt), cell(refused.reason), cell(refused.appleSigned ? "yes" : "no"),
+                        row([cell(refused.receivedAt), cell(refused.reason.rawValue), cell(refused.appleSigned ? "yes" : "no"),
                              cell(refused.refusals)],
                             attributes: " class=\"refused\"")
                     }))
@@ -161,7 +163,7 @@ enum ConsolePages {
                     caption: "Real-time developer notifications by outcome; unauthorized pushes are counted in the metrics, not kept",
                     columns: ["Outcome", "Count"],
                     rows: overview.googleNotificationOutcomes.map { outcome in
-                        "<tr><th scope=\"row\">\(outcome.name)</th><td>\(outcome.count)</td></tr>"
+                        "<tr><th scope=\"row\">\(outcome.name.rawValue)</th><td>\(outcome.count)</td></tr>"
                     }))
             </section>
             """)
@@ -204,8 +206,8 @@ enum ConsolePages {
                               "Created"],
                     rows: page.credits.map { credit in
                         row([cell(creditLink(credit.flowNo)), cell(credit.productID), cell(Int64(credit.quantity)),
-                             cell(credit.amount), cell(credit.status), cell(credit.refundedAmount), cell(credit.source),
-                             cell(credit.environment), cell(credit.createdAt)])
+                             cell(credit.amount), cell(credit.status.rawValue), cell(credit.refundedAmount),
+                             cell(credit.source.rawValue), cell(credit.environment?.rawValue), cell(credit.createdAt)])
                     }))
             </section>
             <section>
@@ -221,7 +223,7 @@ enum ConsolePages {
               columns: ["Entry", "Time", "Currency", "Kind", "Amount", "Balance after", "Reference", "Client", "Details"],
               rows: entries.map { entry in
                   row([cell(String(entry.id), class: "entry-id"), cell(entry.createdAt), cell(entry.currency),
-                       cell(entry.kind), cell(entry.amount), cell(entry.balanceAfter), cell(entry.reference, class: "id"),
+                       cell(entry.kind.rawValue), cell(entry.amount), cell(entry.balanceAfter), cell(entry.reference, class: "id"),
                        cell(entry.client), cell(entry.metadata, class: "json")])
               })
     }
@@ -231,24 +233,24 @@ enum ConsolePages {
     static func credit(_ page: ConsoleStore.CreditPage, chrome: Chrome) -> HTML {
         let details: HTML
         if let credit = page.credit {
-            let refunded: HTML = credit.refundedAmount.map { "\($0) coins, by \(credit.refundedBy ?? "unknown")" } ?? "no"
+            let refunded: HTML = credit.refundedAmount.map { "\($0) coins, by \(credit.refundedBy?.rawValue ?? "unknown")" } ?? "no"
             details = """
                 <dl id="credit">
                 <dt>Player</dt><dd>\(userLink(credit.userID))</dd>
                 <dt>Product</dt><dd>\(credit.productID) × \(credit.quantity)</dd>
                 <dt>Amount</dt><dd>\(credit.amount) \(credit.currency)</dd>
-                <dt>Status</dt><dd>\(credit.status)</dd>
+                <dt>Status</dt><dd>\(credit.status.rawValue)</dd>
                 <dt>Refunded</dt><dd>\(refunded)</dd>
-                <dt>Verified by</dt><dd>\(credit.source)</dd>
-                <dt>Environment</dt><dd>\(credit.environment ?? "not reported")</dd>
+                <dt>Verified by</dt><dd>\(credit.source.rawValue)</dd>
+                <dt>Environment</dt><dd>\(credit.environment?.rawValue ?? "not reported")</dd>
                 <dt>API key</dt><dd>\(credit.client)</dd>
                 <dt>Credit entry</dt><dd>\(credit.entryID)</dd>
-                <dt>Credited</dt><dd>\(credit.createdAt)</dd>
-                <dt>Last changed</dt><dd>\(credit.updatedAt)</dd>
+                <dt>Credited</dt><dd>\(credit.createdAt.rfc3339)</dd>
+                <dt>Last changed</dt><dd>\(credit.updatedAt.rfc3339)</dd>
                 </dl>
                 """
         } else {
-            let refused: HTML = page.refundState == "REFUND"
+            let refused: HTML = page.refundState == .refund
                 ? "<p>Apple refunded this flowNO before it was credited, so a credit of it is refused as <code>revoked</code>.</p>"
                 : "<p>Apple has told of this flowNO, but no credit of it was asked for.</p>"
             details = """
@@ -270,7 +272,7 @@ enum ConsolePages {
                     rows: page.notifications.map { notification in
                         row([cell(notification.notificationUUID, class: "id"), cell(notification.type),
                              cell(notification.subtype), cell(notification.environment), cell(notification.signedAt),
-                             cell(notification.receivedAt), cell(notification.outcome), cell(notification.entryID)])
+                             cell(notification.receivedAt), cell(notification.outcome.rawValue), cell(notification.entryID)])
                     }))
             </section>
             <section>
@@ -278,14 +280,14 @@ enum ConsolePages {
             \(table(id: "google-voids", caption: "Voids Google reported for this purchase; the refunds converge on them",
                     columns: ["Voided", "Refund", "Quantity", "Arrived by", "Recorded"],
                     rows: page.googleVoids.map { void in
-                        row([cell(void.voidedAt), cell(void.refund), cell(void.voidedQuantity.map(Int64.init)),
-                             cell(void.source), cell(void.recordedAt)])
+                        row([cell(void.voidedAt), cell(void.refund.name), cell(void.voidedQuantity.map(Int64.init)),
+                             cell(void.source.rawValue), cell(void.recordedAt)])
                     }))
             \(table(id: "google-notifications", caption: "Real-time developer notifications about this purchase",
                     columns: ["Message", "Kind", "Event", "Received", "Outcome", "Entry"],
                     rows: page.googleNotifications.map { notification in
-                        row([cell(notification.messageID, class: "id"), cell(notification.kind),
-                             cell(notification.eventTime), cell(notification.receivedAt), cell(notification.outcome),
+                        row([cell(notification.messageID, class: "id"), cell(notification.kind.rawValue),
+                             cell(notification.eventTime), cell(notification.receivedAt), cell(notification.outcome.rawValue),
                              cell(notification.entryID)])
                     }))
             </section>
@@ -294,7 +296,7 @@ enum ConsolePages {
             \(table(id: "outbox", caption: "Calls owed to the store for this flowNO: consumption answers, consumes",
                     columns: ["Call", "Status", "Attempts", "Last error", "Sent"],
                     rows: page.outbox.map { request in
-                        row([cell(request.kind), cell(request.status),
+                        row([cell(request.kind.rawValue), cell(request.status.rawValue),
                              cell(Int64(request.attempts)), cell(request.lastError), cell(request.sentAt)])
                     }))
             </section>
@@ -327,7 +329,7 @@ enum ConsolePages {
         table(id: "audit", caption: caption,
               columns: ["Row", "Time", "Action", "Operator", "Database user", "Reason", "Arguments", "Outcome", "Entries"],
               rows: rows.map { audit in
-                  row([cell(audit.id), cell(audit.createdAt), cell(audit.action), cell(audit.operator),
+                  row([cell(audit.id), cell(audit.createdAt), cell(audit.action.rawValue), cell(audit.operator),
                        cell(audit.databaseUser), cell(audit.reason), cell(audit.arguments, class: "json"),
                        cell(audit.outcome), cell(audit.entryIDs.map(String.init).joined(separator: ", "))])
               })
@@ -346,7 +348,7 @@ enum ConsolePages {
                             ? "<a class=\"revoke\" href=\"/admin/keys/\(Forms.percentEncoded(key.name))/revoke\" aria-label=\"Revoke key \(key.name)\">Revoke</a>"
                             : ""
                         return row([cell(key.name), cell(key.scopes.map(\.rawValue).joined(separator: ", ")),
-                                    cell(key.createdAt), cell(key.lastUsedAt ?? "never"),
+                                    cell(key.createdAt), cell(key.lastUsedAt?.rfc3339 ?? "never"),
                                     cell(key.revokedAt, class: "revoked"), cell(action)],
                                    attributes: " data-key=\"\(key.name)\"")
                     }))
@@ -383,6 +385,11 @@ enum ConsolePages {
 
     static func cell(_ text: String?, class cssClass: String? = nil) -> HTML {
         cssClass.map { "<td class=\"\($0)\">\(text)</td>" } ?? "<td>\(text)</td>"
+    }
+
+    /// A time, as every page writes one (`Date.rfc3339`); empty for none.
+    static func cell(_ date: Date?, class cssClass: String? = nil) -> HTML {
+        cell(date?.rfc3339, class: cssClass)
     }
 
     static func cell(_ number: Int64?) -> HTML {

@@ -1,0 +1,52 @@
+/// The fixed sets of values the ledger keeps in text columns, each once:
+/// the ledger's CHECK constraints allow exactly these raw values, the
+/// service compares the cases, and a metric that counts them takes its
+/// labels from `allCases`.
+
+/// Where a credit stands: the status column of `wallet.credits`.
+public enum CreditStatus: String, Sendable, CaseIterable {
+    case credited
+    /// Part of a Google Play purchase was voided: its refunded coins are kept.
+    case partiallyRefunded = "partially_refunded"
+    case refunded
+}
+
+/// Where a hold stands: the status column of `wallet.holds`. A hold
+/// `held` past its `expires_at` reads as `expired`.
+public enum HoldStatus: String, Sendable, CaseIterable {
+    case held, captured, released, expired
+}
+
+/// What a hold request does, as `wallet.hold_request`'s kind and, for
+/// `capture` and `release`, the last segment of the API's path.
+public enum HoldAction: String, Sendable, CaseIterable {
+    case place, capture, release
+}
+
+/// What a ledger entry records: the kind column of `wallet.entries`.
+public enum EntryKind: String, Sendable, CaseIterable {
+    case credit, debit, refund
+    case refundReversal = "refund_reversal"
+    case grant, revoke
+}
+
+/// The store environment a credit's purchase was made in: `Production` or
+/// `Sandbox` for the App Store, `Production`, `Test` (a licence tester) or
+/// `Promo` (a promo code) for Google Play.
+public enum PurchaseEnvironment: String, Sendable, CaseIterable {
+    case production = "Production"
+    case sandbox = "Sandbox"
+    case test = "Test"
+    case promo = "Promo"
+}
+
+/// The kinds of Google Play real-time developer notification, as
+/// `wallet.googleplay_notifications.kind` records them: a notification
+/// carries one of the first four, or none (`other`; Google adds kinds).
+public enum GooglePlayNotificationKind: String, Sendable, CaseIterable {
+    case voidedPurchase = "voided_purchase"
+    case oneTimeProduct = "one_time_product"
+    case subscription
+    case test
+    case other
+}
