@@ -41,8 +41,9 @@ let package = Package(
         // layer below the service.
         .target(name: "Logging", dependencies: ["JSON", "Timestamps"]),
         // Locks and waiting on pthreads, which the thread sanitizer sees
-        // (the standard library's Mutex it does not), and the one bounded
-        // cache built on them, for the store adapters and the service alike.
+        // (the standard library's Mutex it does not), the one bounded cache
+        // built on them, and the clock that schedules and pauses wait on,
+        // for the store adapters and the service alike.
         .target(name: "Locking"),
 
         // Adapters.
@@ -121,7 +122,7 @@ let package = Package(
         ),
         .testTarget(name: "GooglePlayTests", dependencies: ["GooglePlay", "Crypto", "StoreHTTP", "TestSupport", "WalletCore"]),
         .testTarget(name: "WalletCoreTests", dependencies: ["WalletCore"]),
-        .testTarget(name: "LockingTests", dependencies: ["Locking"]),
+        .testTarget(name: "LockingTests", dependencies: ["Locking", "TestSupport"]),
         .testTarget(
             name: "WalletServiceTests",
             dependencies: [

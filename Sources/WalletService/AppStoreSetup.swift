@@ -29,7 +29,8 @@ extension AppStoreSetup {
     /// all there (`validateServerAPI`, which serving and reconciling run
     /// first, names what is missing). Reads the `.p8` file once; a message
     /// about it names the variable and the path, never the content.
-    static func serverAPIClient(_ configuration: Configuration, metrics: Metrics, logger: Logger) throws -> ServerAPIClient? {
+    static func serverAPIClient(_ configuration: Configuration, metrics: Metrics, logger: Logger,
+                                clock: any WorkClock = SystemClock()) throws -> ServerAPIClient? {
         let api = configuration.apple.api
         guard let keyID = api.keyID, let issuerID = api.issuerID, let path = api.privateKeyFile,
               let bundleID = configuration.serverAPIBundleID else { return nil }
@@ -44,12 +45,12 @@ extension AppStoreSetup {
             throw Configuration.ConfigurationError(variable: "WALLET_APPLE_API_PRIVATE_KEY_FILE",
                                                    message: "\(path) cannot be read")
         }
-        let unauthorizedLog = RateLimitedLog(intervalSeconds: 60)
+        let unauthorizedLog = RateLimitedLog(intervalSeconds: 60, clock: clock)
         return ServerAPIClient(
             configuration: .init(token: .init(keyID: keyID, issuerID: issuerID, bundleID: bundleID),
                                  productionURL: api.productionURL, sandboxURL: api.sandboxURL,
                                  timeoutSeconds: Double(api.timeoutSeconds)),
-            key: key,
+            key: key, clock: clock,
             observe: { endpoint, status, seconds in
                 metrics.observeAppleRequest(endpoint: endpoint, status: status, seconds: seconds)
             },
@@ -66,14 +67,16 @@ extension AppStoreSetup {
 /// otherwise repeat on every request.
 final class RateLimitedLog: Sendable {
     private let intervalSeconds: Double
+    private let clock: any WorkClock
     private let last = Locked<ContinuousClock.Instant?>(nil)
 
-    init(intervalSeconds: Double) {
+    init(intervalSeconds: Double, clock: any WorkClock = SystemClock()) {
         self.intervalSeconds = intervalSeconds
+        self.clock = clock
     }
 
     func run(_ body: () -> Void) {
-        let now = ContinuousClock.now
+        let now = clock.now
         let due = last.withLock { last in
             if let previous = last, now < previous + .seconds(intervalSeconds) { return false }
             last = now

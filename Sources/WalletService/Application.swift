@@ -2,7 +2,7 @@ import AppStore
 import Foundation
 import GooglePlay
 import HTTPServer
-import Locking
+public import Locking
 import Synchronization
 public import Logging
 import WalletCore
@@ -44,12 +44,15 @@ public final class Application: Sendable {
     private let holdSweeper: HoldSweeper
     private let logger: Logger
     private let upkeep: Upkeep
+    /// What the background work's schedules, pauses and expiry run on.
+    let clock: any WorkClock
 
     /// Every limit below comes from `configuration`, which checked it.
-    init(configuration: Configuration, database: DatabaseEndpoint, logger: Logger) throws {
+    init(configuration: Configuration, database: DatabaseEndpoint, logger: Logger, clock: any WorkClock) throws {
         self.configuration = configuration
         self.database = database
         self.logger = logger
+        self.clock = clock
         metrics = Metrics()
         readiness = Readiness()
 
@@ -68,25 +71,25 @@ public final class Application: Sendable {
                 lockTimeoutMilliseconds: configuration.lockTimeoutMilliseconds,
                 sessionConninfo: configuration.databaseSessionURL,
                 preparedStatements: configuration.databasePreparedStatements),
-            metrics: metrics, logger: logger)
+            metrics: metrics, logger: logger, clock: clock)
 
         router = Router()
         let transactions = try AppStoreSetup.verifier(configuration.apple)
-        serverAPI = try AppStoreSetup.serverAPIClient(configuration, metrics: metrics, logger: logger)
+        serverAPI = try AppStoreSetup.serverAPIClient(configuration, metrics: metrics, logger: logger, clock: clock)
         blockingWork = BlockingWork(threads: configuration.storeLookupThreads,
                                     queueDepthMax: configuration.storeLookupQueueDepthMax)
         notificationWork = BlockingWork(threads: configuration.notificationThreads,
                                         queueDepthMax: configuration.notificationQueueDepthMax, name: "wallet-notifications")
-        let googlePlay = try GooglePlaySetup.client(configuration, metrics: metrics)
+        let googlePlay = try GooglePlaySetup.client(configuration, metrics: metrics, clock: clock)
         let policy = PurchasePolicy(allowTestPurchases: configuration.google.allowTestPurchases,
                                     requireAccountID: configuration.google.requireAccountID)
         let googleCredits = googlePlay.map { [ledger] in
             GooglePlayCredits(client: $0, policy: policy, ledger: ledger, logger: logger)
         }
         let api = WalletAPI(
-            ledger: ledger, authenticator: Authenticator(ledger: ledger),
+            ledger: ledger, authenticator: Authenticator(ledger: ledger, clock: clock),
             credits: CreditVerification(configuration: configuration, transactions: transactions, serverAPI: serverAPI,
-                                        googlePlay: googleCredits, logger: logger),
+                                        googlePlay: googleCredits, clock: clock, logger: logger),
             blockingWork: blockingWork, metrics: metrics, readiness: readiness, requestTimeoutSeconds: configuration.requestTimeoutSeconds,
             logger: logger)
         api.register(on: router)
@@ -94,17 +97,18 @@ public final class Application: Sendable {
         let notifications = NotificationProcessor(
             ledger: ledger, verifier: transactions, metrics: metrics, readiness: readiness,
             queueConsumption: serverAPI != nil && configuration.apple.api.consumptionConsent,
-            refusals: NotificationRefusals(logger: logger), logger: logger)
+            refusals: NotificationRefusals(logger: logger, clock: clock), logger: logger)
         AppStoreAPI(notifications: notifications, work: notificationWork, metrics: metrics,
                     requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger)
             .register(on: router)
         if let serverAPI, configuration.apple.api.reconcileIntervalMinutes > 0 {
             let reconciler = Reconciler(client: serverAPI, notifications: notifications, logger: logger)
             reconcile = ReconcileSchedule(
-                name: "notification reconciliation",
+                name: "notification reconciliation", threadName: "wallet-history",
                 sweeps: reconciler.sweeps(configuration.apple.environments.map { Environment(rawValue: $0) }),
                 lockKey: Ledger.reconcileLockKey, ledger: ledger,
-                intervalMinutes: configuration.apple.api.reconcileIntervalMinutes, readiness: readiness, logger: logger)
+                intervalMinutes: configuration.apple.api.reconcileIntervalMinutes, readiness: readiness, clock: clock,
+                logger: logger)
         } else {
             reconcile = nil
         }
@@ -117,11 +121,11 @@ public final class Application: Sendable {
             outboxHandlers.append(.googlePlayConsume(client: googlePlay, metrics: metrics))
         }
         outbox = outboxHandlers.isEmpty ? nil
-            : OutboxSender(ledger: ledger, handlers: outboxHandlers, readiness: readiness, logger: logger)
+            : OutboxSender(ledger: ledger, handlers: outboxHandlers, readiness: readiness, clock: clock, logger: logger)
         let googleVoids = googlePlay.map { [ledger, metrics] in
             GooglePlayVoids(client: $0, ledger: ledger, metrics: metrics, logger: logger)
         }
-        let pushAuthenticator = GooglePlaySetup.pushAuthenticator(configuration, metrics: metrics)
+        let pushAuthenticator = GooglePlaySetup.pushAuthenticator(configuration, metrics: metrics, clock: clock)
         // Pushes verify a token whose key may have to be fetched from Google
         // (up to its timeout, with other pushes waiting for the same fetch):
         // on threads of their own, so App Store notifications never wait
@@ -136,9 +140,10 @@ public final class Application: Sendable {
             .register(on: router)
         if let googleVoids, configuration.google.voidedPollMinutes > 0 {
             voidedSweep = ReconcileSchedule(
-                name: "voided purchases sweep", sweeps: [VoidedPurchasesSweep(voids: googleVoids)],
+                name: "voided purchases sweep", threadName: "wallet-voids",
+                sweeps: [VoidedPurchasesSweep(voids: googleVoids)],
                 lockKey: Ledger.voidedSweepLockKey, ledger: ledger, intervalMinutes: configuration.google.voidedPollMinutes,
-                readiness: readiness, logger: logger)
+                readiness: readiness, clock: clock, logger: logger)
         } else {
             voidedSweep = nil
         }
@@ -149,7 +154,7 @@ public final class Application: Sendable {
                                        name: "wallet-console")
             consoleCookies = SessionCookies()
             AdminConsole(ledger: ledger, readiness: readiness, work: consoleWork!, cookies: consoleCookies!,
-                         configuration: configuration, logger: logger).register(on: router)
+                         configuration: configuration, clock: clock, logger: logger).register(on: router)
         } else {
             consoleWork = nil
             consoleCookies = nil
@@ -173,13 +178,13 @@ public final class Application: Sendable {
             })
         holdSweeper = HoldSweeper(ledger: ledger, readiness: readiness,
                                   intervalSeconds: Double(configuration.holdSweepIntervalSeconds),
-                                  walletsMax: configuration.holdSweepWalletsMax, logger: logger)
+                                  walletsMax: configuration.holdSweepWalletsMax, clock: clock, logger: logger)
         upkeep = Upkeep(ledger: ledger, readiness: readiness, migrate: configuration.migrateOnStart,
                         purge: .init(retentionHours: configuration.idempotencyRetentionHours,
                                      intervalSeconds: Double(configuration.idempotencyPurgeIntervalSeconds),
                                      roundRowsMax: configuration.idempotencyPurgeRoundRowsMax,
                                      roundsMax: configuration.idempotencyPurgeRoundsMax),
-                        logger: logger,
+                        clock: clock, logger: logger,
                         afterSchema: { [ledger, startupReadSeconds = configuration.startupReadTimeoutSeconds] in
                             try consoleCookies?.load(ledger.consoleCookieKey(deadline: .now + .seconds(startupReadSeconds)))
                         })
@@ -239,12 +244,14 @@ extension Application {
 /// Builds the service from its configuration, which `load` (or, for one
 /// built in code, `validate`) has checked: this adds what serving needs, the
 /// one time it is checked. With no database URL it starts the embedded
-/// development database first.
-public func buildApplication(configuration: Configuration, logger: Logger) throws -> Application {
+/// development database first. `clock` is the real one but in tests, which
+/// move their own.
+public func buildApplication(configuration: Configuration, logger: Logger,
+                             clock: any WorkClock = SystemClock()) throws -> Application {
     try configuration.validateForServing()
     let database = try configuration.openDatabase(session: false, logger: logger)
     do {
-        return try Application(configuration: configuration, database: database, logger: logger)
+        return try Application(configuration: configuration, database: database, logger: logger, clock: clock)
     } catch {
         database.close()
         throw error
@@ -292,18 +299,20 @@ final class Upkeep: Sendable {
     private let readiness: Readiness
     private let migrate: Bool
     private let purge: Purge
+    private let clock: any WorkClock
     private let logger: Logger
     /// What must be read from the database once the schema is up, before
     /// the service counts as ready (the console's cookie key).
     private let afterSchema: @Sendable () throws -> Void
     private let state = Monitor(RunState())
 
-    init(ledger: Ledger, readiness: Readiness, migrate: Bool, purge: Purge, logger: Logger,
+    init(ledger: Ledger, readiness: Readiness, migrate: Bool, purge: Purge, clock: any WorkClock, logger: Logger,
          afterSchema: @escaping @Sendable () throws -> Void) {
         self.ledger = ledger
         self.readiness = readiness
         self.migrate = migrate
         self.purge = purge
+        self.clock = clock
         self.logger = logger
         self.afterSchema = afterSchema
     }
@@ -313,7 +322,7 @@ final class Upkeep: Sendable {
             bringSchemaUp(stopping)
             while !stopping() {
                 purgeExpired(stopping)
-                state.pause(seconds: purge.intervalSeconds)
+                state.pause(seconds: purge.intervalSeconds, on: clock)
             }
         }
     }
@@ -335,7 +344,7 @@ final class Upkeep: Sendable {
                 logger.warning("database not ready; retrying", ["error": String(reflecting: error),
                                                                 "retry.seconds": String(backoffSeconds)])
             }
-            state.pause(seconds: backoffSeconds)
+            state.pause(seconds: backoffSeconds, on: clock)
             backoffSeconds = min(backoffSeconds * 2, 5)
         }
     }
@@ -358,19 +367,26 @@ final class Upkeep: Sendable {
 /// for correctness (every write expires its wallet's due holds first, and
 /// reads count only holds still in time); it keeps `held` and the hold
 /// rows current for reports and admins.
+///
+/// When it looks is the service's clock; which holds are due is
+/// PostgreSQL's, the clock every write and read of a hold goes by, so the
+/// instances of a service never disagree about it.
 final class HoldSweeper: Sendable {
     private let ledger: Ledger
     private let readiness: Readiness
     private let intervalSeconds: Double
     private let walletsMax: Int
+    private let clock: any WorkClock
     private let logger: Logger
     private let state = Monitor(RunState())
 
-    init(ledger: Ledger, readiness: Readiness, intervalSeconds: Double, walletsMax: Int, logger: Logger) {
+    init(ledger: Ledger, readiness: Readiness, intervalSeconds: Double, walletsMax: Int, clock: any WorkClock,
+         logger: Logger) {
         self.ledger = ledger
         self.readiness = readiness
         self.intervalSeconds = intervalSeconds
         self.walletsMax = walletsMax
+        self.clock = clock
         self.logger = logger
     }
 
@@ -385,7 +401,7 @@ final class HoldSweeper: Sendable {
                         logger.warning("holds could not be expired", ["error": String(reflecting: error)])
                     }
                 }
-                state.pause(seconds: intervalSeconds)
+                state.pause(seconds: intervalSeconds, on: clock)
             }
         }
     }

@@ -1,5 +1,6 @@
 import AppStore
 import Foundation
+import Locking
 import Logging
 import WalletCore
 
@@ -39,10 +40,13 @@ struct CreditVerification: Sendable {
     let apiEnvironments: [Environment]
     /// Set when `googleplay` is on.
     let googlePlay: GooglePlayCredits?
+    /// What the lookups' minute is counted on.
+    let clock: any WorkClock
     let logger: Logger
 
     init(configuration: Configuration, transactions: SignedDataVerifier, serverAPI: ServerAPIClient?,
-         googlePlay: GooglePlayCredits?, logger: Logger) {
+         googlePlay: GooglePlayCredits?, clock: any WorkClock, logger: Logger) {
+        self.clock = clock
         self.googlePlay = configuration.creditVerification.contains(.googlePlay) ? googlePlay : nil
         modes = configuration.creditVerification
         self.serverAPI = configuration.creditVerification.contains(.appStoreAPI) ? serverAPI : nil
@@ -111,7 +115,7 @@ struct CreditVerification: Sendable {
     private func verifyWithServerAPI(_ body: CreditBody) throws -> Verified {
         guard let serverAPI else { throw WalletError.verificationUnavailable }
         let flowNo = try self.flowNo(body).rawValue
-        switch lookups.admit(flowNo: flowNo, userID: body.userID.rawValue) {
+        switch lookups.admit(flowNo: flowNo, userID: body.userID.rawValue, now: clock.now) {
         case .ask: break
         case .knownNotFound: throw Self.transactionNotFound
         case .limited(let seconds): throw WalletError.rateLimited(retryAfterSeconds: seconds)
@@ -128,7 +132,7 @@ struct CreditVerification: Sendable {
                 throw WalletError.verificationUnavailable
             }
         }
-        lookups.recordNotFound(flowNo: flowNo, userID: body.userID.rawValue)
+        lookups.recordNotFound(flowNo: flowNo, userID: body.userID.rawValue, now: clock.now)
         throw Self.transactionNotFound
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import GooglePlay
+import Locking
 import StoreHTTP
 import Logging
 import WalletCore
@@ -10,7 +11,8 @@ enum GooglePlaySetup {
     /// The Android Publisher API client, or nil when Google Play is not set
     /// up. Reads the service account's key file once; a message about it
     /// names the variable and the path, never the content.
-    static func client(_ configuration: Configuration, metrics: Metrics) throws -> PlayClient? {
+    static func client(_ configuration: Configuration, metrics: Metrics,
+                       clock: any WorkClock = SystemClock()) throws -> PlayClient? {
         let google = configuration.google
         guard let path = google.serviceAccountFile, let packageName = google.packageName else { return nil }
         let account: ServiceAccount
@@ -31,7 +33,7 @@ enum GooglePlaySetup {
         }
         return PlayClient(configuration: .init(packageName: packageName, apiURL: google.apiURL,
                                                timeoutSeconds: Double(google.apiTimeoutSeconds)),
-                          account: account,
+                          account: account, clock: clock,
                           observe: { endpoint, status, seconds in
                               metrics.observeGoogleRequest(endpoint: endpoint, status: status, seconds: seconds)
                           })
@@ -41,11 +43,12 @@ enum GooglePlaySetup {
 extension GooglePlaySetup {
     /// The push authenticator, when the audience and service account are
     /// set (the configuration sets both or neither).
-    static func pushAuthenticator(_ configuration: Configuration, metrics: Metrics) -> PushAuthenticator? {
+    static func pushAuthenticator(_ configuration: Configuration, metrics: Metrics,
+                                  clock: any WorkClock = SystemClock()) -> PushAuthenticator? {
         let google = configuration.google
         guard let audience = google.pushAudience, let email = google.pushServiceAccount else { return nil }
-        return PushAuthenticator(configuration: .init(jwksURL: google.pushJWKSURL, audience: audience, serviceAccountEmail: email)) {
-            status, seconds in
+        return PushAuthenticator(configuration: .init(jwksURL: google.pushJWKSURL, audience: audience, serviceAccountEmail: email),
+                                 clock: clock) { status, seconds in
             metrics.observeGoogleKeysFetch(status: status.rawValue, seconds: seconds)
         }
     }

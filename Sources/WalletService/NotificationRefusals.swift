@@ -39,10 +39,10 @@ final class NotificationRefusals: Sendable {
     }
 
     private let tallies = Locked<[Kind: Tally]>([:])
-    private let clock: @Sendable () -> ContinuousClock.Instant
+    private let clock: any WorkClock
     private let logger: Logger
 
-    init(logger: Logger, clock: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
+    init(logger: Logger, clock: any WorkClock = SystemClock()) {
         self.logger = logger
         self.clock = clock
     }
@@ -51,7 +51,7 @@ final class NotificationRefusals: Sendable {
     /// interval, and answers how many refusals a row kept now stands for,
     /// or nil when none is to be kept.
     func refused(_ kind: Kind, requestID: String?) -> Int? {
-        let now = clock()
+        let now = clock.now
         let (refusals, logSuppressed) = tallies.withLock { tallies -> (Int?, Int?) in
             var tally = tallies[kind] ?? Tally()
             defer { tallies[kind] = tally }

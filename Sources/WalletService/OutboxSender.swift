@@ -69,6 +69,9 @@ struct ConsumptionAnswer: Equatable {
 /// the row's window (Apple's 12 hours for a consumption answer, the 3 days
 /// before Google refunds an unconsumed purchase); a refusal, or the end of
 /// the window, fails the row for good.
+///
+/// When a row is due is the service's clock, which both sets a retry's time
+/// and waits for it; a test moves that clock instead of waiting.
 final class OutboxSender: Sendable {
     /// How one kind of row is sent.
     struct Handler: Sendable {
@@ -97,13 +100,15 @@ final class OutboxSender: Sendable {
     private let ledger: Ledger
     private let handlers: [OutboxKind: Handler]
     private let readiness: Readiness
+    private let clock: any WorkClock
     private let logger: Logger
     private let state = Monitor(RunState())
 
-    init(ledger: Ledger, handlers: [Handler], readiness: Readiness, logger: Logger) {
+    init(ledger: Ledger, handlers: [Handler], readiness: Readiness, clock: any WorkClock, logger: Logger) {
         self.ledger = ledger
         self.handlers = Dictionary(uniqueKeysWithValues: handlers.map { ($0.kind, $0) })
         self.readiness = readiness
+        self.clock = clock
         self.logger = logger
     }
 
@@ -111,7 +116,7 @@ final class OutboxSender: Sendable {
         state.startThread(name: "wallet-outbox") { [self] stopping in
             while !stopping() {
                 if readiness.isSchemaReady { sendDue() }
-                state.pause(seconds: Self.pollSeconds)
+                state.pause(seconds: Self.pollSeconds, on: clock)
             }
         }
     }
@@ -127,7 +132,8 @@ final class OutboxSender: Sendable {
             // batch, so no other instance takes a row this one still holds.
             let longest = handlers.values.map(\.timeoutSeconds).max() ?? 10
             tasks = try ledger.claimOutbox(Array(handlers.keys), limit: Self.batchMax,
-                                           leaseSeconds: Int(longest.rounded(.up)) * Self.batchMax + 60)
+                                           leaseSeconds: Int(longest.rounded(.up)) * Self.batchMax + 60,
+                                           now: clock.date)
         } catch {
             logger.warning("the outbox could not be read", ["error": String(reflecting: error)])
             return
@@ -141,16 +147,20 @@ final class OutboxSender: Sendable {
     private func send(_ task: LedgerStore.OutboxTask, _ handler: Handler) {
         let (status, failure, retrySeconds, body) = Self.decide(task, attempt: {
             handler.send(task)
-        }, nowMilliseconds: Int64(Date().timeIntervalSince1970 * 1000))
+        }, nowMilliseconds: Self.milliseconds(clock.date))
         handler.count(.attempted(status))
         do {
             try ledger.recordOutboxAttempt(task.kind, key: task.key, status: status, body: body, error: failure,
-                                           retryInSeconds: retrySeconds)
+                                           retryInSeconds: retrySeconds, now: clock.date)
         } catch {
             logger.warning("an outbox attempt could not be recorded",
                            ["outbox.kind": task.kind.rawValue, "flow_no": task.flowNo, "error": String(reflecting: error)])
         }
         logger.info("outbox call", ["outbox.kind": task.kind.rawValue, "flow_no": task.flowNo, "outcome": status.rawValue])
+    }
+
+    static func milliseconds(_ date: Date) -> Int64 {
+        Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
     }
 
     /// What to record for a row: `sent`, `pending` again after the returned

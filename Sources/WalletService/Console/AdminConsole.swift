@@ -42,7 +42,7 @@ struct AdminConsole: Sendable {
     let logger: Logger
 
     init(ledger: Ledger, readiness: Readiness, work: BlockingWork, cookies: SessionCookies, configuration: Configuration,
-         logger: Logger) {
+         clock: any WorkClock, logger: Logger) {
         self.ledger = ledger
         self.readiness = readiness
         self.work = work
@@ -50,7 +50,7 @@ struct AdminConsole: Sendable {
         sessionMinutes = configuration.adminSessionMinutes
         secureCookie = !configuration.listen.host.hasPrefix("127.")
         requestTimeoutSeconds = configuration.requestTimeoutSeconds
-        signIns = SignInLimiter()
+        signIns = SignInLimiter(clock: clock)
         self.logger = logger
     }
 
@@ -310,6 +310,8 @@ struct AdminConsole: Sendable {
 /// as none and expires; past the bound, the address seen least recently (a
 /// refused attempt counts) is forgotten. So a flood of new addresses cannot
 /// reset the limit of an address that keeps trying.
+///
+/// Refills are counted on the service's clock.
 final class SignInLimiter: Sendable {
     /// Addresses with failed sign-ins remembered at most.
     static let addressesMax = 10_000
@@ -323,8 +325,11 @@ final class SignInLimiter: Sendable {
     let refillSeconds: Double
     let addressesMax: Int
     private let buckets: BoundedCache<String, Bucket>
+    private let clock: any WorkClock
 
-    init(burst: Int = 10, refillSeconds: Double = 6, addressesMax: Int = SignInLimiter.addressesMax) {
+    init(burst: Int = 10, refillSeconds: Double = 6, addressesMax: Int = SignInLimiter.addressesMax,
+         clock: any WorkClock) {
+        self.clock = clock
         let burst = Double(burst)
         self.burst = burst
         self.refillSeconds = refillSeconds
@@ -337,14 +342,14 @@ final class SignInLimiter: Sendable {
 
     /// Seconds to wait when `address` has no attempt left, else nil.
     func refusal(for address: String) -> Int? {
-        let now = ContinuousClock.now
+        let now = clock.now
         guard let bucket = buckets.value(forKey: address, now: now) else { return nil }
         let tokens = refilled(bucket, now: now)
         return tokens >= 1 ? nil : Int(((1 - tokens) * refillSeconds).rounded(.up))
     }
 
     func failed(_ address: String) {
-        let now = ContinuousClock.now
+        let now = clock.now
         buckets.update(forKey: address, now: now) { bucket in
             let tokens = bucket.map { refilled($0, now: now) } ?? burst
             bucket = Bucket(tokens: max(0, tokens - 1), updated: now)
