@@ -41,8 +41,9 @@ let package = Package(
         // layer below the service.
         .target(name: "Logging", dependencies: ["JSON", "Timestamps"]),
         // Locks and waiting on pthreads, which the thread sanitizer sees
-        // (the standard library's Mutex it does not), and the one bounded
-        // cache built on them, for the store adapters and the service alike.
+        // (the standard library's Mutex it does not), the one bounded cache
+        // built on them, and the clock that schedules and pauses wait on,
+        // for the store adapters and the service alike.
         .target(name: "Locking"),
 
         // Adapters.
@@ -118,7 +119,7 @@ let package = Package(
         // store's public API.
         .executableTarget(
             name: "wallet",
-            dependencies: ["WalletService", "ServiceWorkers", "ServiceSupport", "WalletStore", "WalletCore", "AppStore", "Postgres",
+            dependencies: ["WalletService", "ServiceWorkers", "ServiceSupport", "WalletStore", "WalletCore", "AppStore", "Locking", "Postgres",
                            "Logging", "Timestamps"]
         ),
 
@@ -167,13 +168,13 @@ let package = Package(
             name: "ServiceAPITests",
             dependencies: ["ServiceAPI", "AppStore", "Crypto", "HTTPServer", "JSON", "TestSupport", "WalletCore"]
         ),
-        .testTarget(name: "LockingTests", dependencies: ["Locking"]),
+        .testTarget(name: "LockingTests", dependencies: ["Locking", "TestSupport"]),
         .testTarget(
             name: "WalletServiceTests",
             dependencies: [
-                "WalletService", "ServiceAPI", "ServiceConsole", "ServiceSupport", "WalletStore", "Postgres", "HTTPServer", "Crypto", "CryptoTestSupport",
-                "AppStore",
-                "WalletCore", "JSON", "Locking", "StoreHTTP", "GooglePlay", "TestSupport", "ServiceTestSupport", "Timestamps",
+                "WalletService", "ServiceAPI", "ServiceConsole", "ServiceSupport", "ServiceWorkers", "WalletStore", "Postgres",
+                "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore", "WalletCore", "JSON", "Locking", "StoreHTTP", "GooglePlay",
+                "TestSupport", "ServiceTestSupport", "Timestamps",
             ],
             // The previous release's function files, read by the upgrade test.
             exclude: ["PreviousRelease"]

@@ -19,6 +19,8 @@ Settings (environment):
   BENCH_SCENARIOS        subset to run, e.g. debit-spread,read-spread (all)
   BENCH_KEEP             1 keeps the temporary cluster directory
   BENCH_PG_BIN           PostgreSQL binaries (/usr/lib/postgresql/15/bin)
+  BENCH_PREVIOUS         a git revision or a wallet binary: measure that release
+                         too, in the same run, on its own database (unset)
   SWIFT                  the swift driver (swift)
   WALLET_*               passed to the service (e.g. WALLET_WRITERS)
 
@@ -134,10 +136,47 @@ class Measurement:
     note: str = ""
 
 
+def combined(measurements):
+    """One measurement from runs of the same thing: rates, latencies and
+    CPU averaged, counts added."""
+    if len(measurements) == 1:
+        return measurements[0]
+    share = 1.0 / len(measurements)
+    result = Measurement()
+    for m in measurements:
+        result.ops += m.ops * share
+        result.p50_ms += m.p50_ms * share
+        result.p99_ms += m.p99_ms * share
+        result.requests += m.requests
+        result.failures += m.failures
+        result.socket_errors += m.socket_errors
+        result.aborted = result.aborted or m.aborted
+        for name in ("wallet", "postgres", "load", "other"):
+            setattr(result.cpu, name, getattr(result.cpu, name) + getattr(m.cpu, name) * share)
+    return result
+
+
+@dataclass
+class ServiceUnderTest:
+    """One wallet binary, serving its own database of the bench cluster."""
+    label: str
+    binary: Path = None
+    database: str = "wallet"
+    port: int = None
+    process: subprocess.Popen = None
+    log_path: Path = None
+    keys: dict = field(default_factory=dict)
+    status: int = None
+    check_status: int = None
+    check_output: str = ""
+
+
 @dataclass
 class ScenarioResult:
     scenario: Scenario
     service: Measurement = None
+    # The previous release's runs of the same scenario, when BENCH_PREVIOUS is set.
+    previous: Measurement = None
     pgbench: dict = field(default_factory=dict)  # clients -> Measurement
     batch_mean: float = 0.0
     committed: int = -1
@@ -156,6 +195,13 @@ class ScenarioResult:
         if best is None or best.ops <= 0 or self.service is None:
             return None
         return self.service.ops / best.ops
+
+    @property
+    def change(self):
+        """This build's ops/s against the previous release's, as a fraction (+0.05 is 5% more)."""
+        if self.previous is None or self.previous.ops <= 0 or self.service is None:
+            return None
+        return self.service.ops / self.previous.ops - 1.0
 
 
 class BenchError(Exception):
@@ -338,19 +384,26 @@ class Bench:
         self.postmaster_pid = None
         self.pg_version = ""
         self.pg_settings = ""
-        self.service = None
-        self.service_log = None
-        self.service_port = None
-        self.wallet_binary = None
+        self.current = ServiceUnderTest("this build")
+        previous = os.environ.get("BENCH_PREVIOUS", "").strip()
+        self.previous_source = previous
+        self.previous = ServiceUnderTest(f"previous ({previous})", database="wallet_previous") if previous else None
         self.load_process = None
-        self.keys = {}
         self.results = []
         self.rss_peak_kb = None
         self.slow_client_ms = None
-        self.check_output = ""
-        self.check_status = None
         self.service_settings = {}
-        self.service_status = None
+
+    @property
+    def services(self):
+        return [self.current] + ([self.previous] if self.previous else [])
+
+    @property
+    def check_status(self):
+        statuses = [s.check_status for s in self.services]
+        if any(status is None for status in statuses):
+            return None
+        return max(statuses, key=abs)
 
     # Every external program runs with a time limit and its own session, so a
     # Ctrl-C reaches only this runner, which then stops things in order.
@@ -373,9 +426,8 @@ class Bench:
                          "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", "postgres", "-d", database,
                          "-c", sql], timeout_seconds).stdout.strip()
 
-    @property
-    def conninfo(self):
-        return f"host=127.0.0.1 port={self.pg_port} user=postgres dbname=wallet"
+    def conninfo(self, database="wallet"):
+        return f"host=127.0.0.1 port={self.pg_port} user=postgres dbname={database}"
 
     def check_tools(self):
         for tool in ("wrk",):
@@ -390,13 +442,39 @@ class Bench:
             except KeyError as error:
                 raise BenchError("running as root needs the postgres system user to run PostgreSQL") from error
 
+    def build_release(self, directory):
+        log(f"building the release service in {directory} (swift build -c release --product wallet)")
+        self.run([self.swift, "build", "-c", "release", "--product", "wallet"], 3600, cwd=directory)
+        bin_path = self.run([self.swift, "build", "-c", "release", "--show-bin-path"], 300, cwd=directory).stdout.strip()
+        binary = Path(bin_path) / "wallet"
+        if not binary.exists():
+            raise BenchError(f"no binary at {binary}")
+        return binary
+
     def build(self):
-        log("building the release service (swift build -c release --product wallet)")
-        self.run([self.swift, "build", "-c", "release", "--product", "wallet"], 1800, cwd=REPO_DIR)
-        bin_path = self.run([self.swift, "build", "-c", "release", "--show-bin-path"], 300, cwd=REPO_DIR).stdout.strip()
-        self.wallet_binary = Path(bin_path) / "wallet"
-        if not self.wallet_binary.exists():
-            raise BenchError(f"no binary at {self.wallet_binary}")
+        self.current.binary = self.build_release(REPO_DIR)
+        if self.previous is not None:
+            self.previous.binary = self.previous_binary()
+
+    def previous_binary(self):
+        """BENCH_PREVIOUS names a binary, or a revision built once into
+        bench/results/previous-<commit>/ and kept for later runs."""
+        source = Path(self.previous_source)
+        if source.is_file() and os.access(source, os.X_OK):
+            return source.resolve()
+        completed = self.run(["git", "rev-parse", "--verify", "--quiet", f"{self.previous_source}^{{commit}}"], 60,
+                             cwd=REPO_DIR, check=False)
+        if completed.returncode != 0:
+            raise BenchError(f"BENCH_PREVIOUS={self.previous_source} is neither an executable nor a revision")
+        commit = completed.stdout.strip()
+        self.previous.label = f"previous ({commit[:9]})"
+        checkout = RESULTS_DIR / f"previous-{commit[:12]}"
+        if not (checkout / "Package.swift").exists():
+            shutil.rmtree(checkout, ignore_errors=True)
+            log(f"checking out {commit[:12]} into {checkout}")
+            self.run(["git", "clone", "--quiet", "--no-checkout", str(REPO_DIR), str(checkout)], 600)
+            self.run(["git", "checkout", "--quiet", "--detach", commit], 300, cwd=checkout)
+        return self.build_release(checkout)
 
     def start_postgres(self):
         # Under /tmp so the postgres user can reach it whatever the checkout's path.
@@ -427,20 +505,21 @@ class Bench:
         log(f"starting PostgreSQL on 127.0.0.1:{self.pg_port}")
         self.run([str(self.pg_bin / "pg_ctl"), "-D", str(data), "-l", str(self.temp_dir / "postgres.log"),
                   "-w", "-t", "60", "start"], 90, as_postgres=True)
-        self.psql("CREATE DATABASE wallet", database="postgres")
+        for service in self.services:
+            self.psql(f"CREATE DATABASE {service.database}", database="postgres")
         self.postmaster_pid = int((data / "postmaster.pid").read_text().split("\n", 1)[0])
         self.pg_version = self.psql("SHOW server_version")
         self.pg_settings = self.psql(
             "SELECT string_agg(name || '=' || setting, ' ' ORDER BY name) FROM pg_settings "
             "WHERE name IN ('fsync', 'synchronous_commit', 'shared_buffers', 'max_connections', 'wal_level')")
 
-    def start_service(self):
-        self.service_port = free_port()
+    def start_service(self, service):
+        service.port = free_port()
         env = dict(os.environ)
         env.update({
-            "WALLET_DATABASE_URL": self.conninfo,
+            "WALLET_DATABASE_URL": self.conninfo(service.database),
             "WALLET_CREDIT_VERIFICATION": "caller",
-            "WALLET_LISTEN": f"127.0.0.1:{self.service_port}",
+            "WALLET_LISTEN": f"127.0.0.1:{service.port}",
         })
         env.setdefault("WALLET_LOG_LEVEL", "warning")
         # wrk stands in for many clients from one address: let that address
@@ -449,41 +528,44 @@ class Bench:
         self.service_settings = {name: env.get(name, default) for name, default in (
             ("WALLET_WRITERS", "2"), ("WALLET_BATCH_MAX", "256"), ("WALLET_DB_POOL_SIZE", "6"),
             ("WALLET_HTTP_THREADS", "4"))}
-        self.service_log = self.temp_dir / "service.log"
-        log(f"starting the service on 127.0.0.1:{self.service_port}")
-        with open(self.service_log, "w") as output:
-            self.service = subprocess.Popen([str(self.wallet_binary), "serve"], stdout=output,
-                                            stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        service.log_path = self.temp_dir / f"service-{service.database}.log"
+        log(f"starting {service.label} on 127.0.0.1:{service.port}, database {service.database}")
+        with open(service.log_path, "w") as output:
+            service.process = subprocess.Popen([str(service.binary), "serve"], stdout=output,
+                                               stderr=subprocess.STDOUT, env=env, start_new_session=True)
         deadline = time.monotonic() + 60
-        while "listening on http://" not in self.service_log.read_text(errors="replace"):
-            if self.service.poll() is not None:
-                raise BenchError(f"the service exited {self.service.returncode} at start:\n{self.tail(self.service_log)}")
+        while "listening on http://" not in service.log_path.read_text(errors="replace"):
+            if service.process.poll() is not None:
+                raise BenchError(f"{service.label} exited {service.process.returncode} at start:\n"
+                                 f"{self.tail(service.log_path)}")
             if time.monotonic() > deadline:
-                raise BenchError(f"the service did not start within 60 s:\n{self.tail(self.service_log)}")
+                raise BenchError(f"{service.label} did not start within 60 s:\n{self.tail(service.log_path)}")
             time.sleep(0.1)
         deadline = time.monotonic() + 30
         while True:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.service_port}/readyz", timeout=2) as answer:
+                with urllib.request.urlopen(f"http://127.0.0.1:{service.port}/readyz", timeout=2) as answer:
                     if answer.status == 200:
                         break
             except (urllib.error.URLError, OSError):
                 pass
             if time.monotonic() > deadline:
-                raise BenchError("the service was not ready within 30 s")
+                raise BenchError(f"{service.label} was not ready within 30 s")
             time.sleep(0.2)
 
-    def wallet_command(self, arguments, timeout_seconds, check=True):
+    def wallet_command(self, service, arguments, timeout_seconds, check=True):
         env = dict(os.environ)
-        env["WALLET_DATABASE_URL"] = self.conninfo
+        env["WALLET_DATABASE_URL"] = self.conninfo(service.database)
         env.setdefault("WALLET_LOG_LEVEL", "warning")
-        return self.run([str(self.wallet_binary)] + arguments, timeout_seconds, env=env, check=check)
+        return self.run([str(service.binary)] + arguments, timeout_seconds, env=env, check=check)
 
-    def make_keys_and_seed(self):
+    def make_keys_and_seed(self, service):
         for name, scopes in (("bench-credit", "credit,read"), ("bench-debit", "debit,read")):
-            output = self.wallet_command(["keys", "create", "--name", name, "--scopes", scopes], 60).stdout
-            self.keys[name] = output.strip().splitlines()[-1].strip()
-        log(f"seeding {WALLETS} wallets and a hot wallet, for the service and for pgbench")
+            output = self.wallet_command(service, ["keys", "create", "--name", name, "--scopes", scopes], 60).stdout
+            service.keys[name] = output.strip().splitlines()[-1].strip()
+        # The same seed in every database, so each service writes tables of
+        # the same size; pgbench runs on this build's database.
+        log(f"seeding {WALLETS} wallets and a hot wallet in {service.database}, for the service and for pgbench")
         # One grant per wallet, through the admin function, so the seed is an
         # ordinary ledger entry that `wallet check` accounts for.
         self.psql(f"""
@@ -495,16 +577,16 @@ class Bench:
                 LATERAL wallet.grant_coins('pg-u' || g, {SEED_COINS_SPREAD}, 'coin', 'bench', 'bench');
             SELECT * FROM wallet.grant_coins('{HOT_WALLET}', {SEED_COINS_HOT}, 'coin', 'bench', 'bench');
             SELECT * FROM wallet.grant_coins('{PGBENCH_HOT_WALLET}', {SEED_COINS_HOT}, 'coin', 'bench', 'bench');
-            """)
+            """, database=service.database)
         # Statistics for the seeded tables only. Analyzing the still-empty
         # idempotency_keys and credits would record them as empty, and the
         # generic plans the service's functions cache would then scan them
         # sequentially on every operation until autovacuum analyzes again.
-        self.psql("ANALYZE wallet.wallets, wallet.entries")
+        self.psql("ANALYZE wallet.wallets, wallet.entries", database=service.database)
 
-    def metrics(self):
+    def metrics(self, service):
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.service_port}/metrics", timeout=5) as answer:
+            with urllib.request.urlopen(f"http://127.0.0.1:{service.port}/metrics", timeout=5) as answer:
                 return answer.read().decode()
         except (urllib.error.URLError, OSError):
             return ""
@@ -528,17 +610,17 @@ class Bench:
             raise BenchError(f"{' '.join(arguments)} exited {status}:\n{text[-3000:]}")
         return text
 
-    def wrk(self, scenario, seconds, tag, meter):
+    def wrk(self, service, scenario, seconds, tag, meter):
         env = dict(os.environ)
         env.update({
-            "BENCH_CREDIT_KEY": self.keys["bench-credit"],
-            "BENCH_DEBIT_KEY": self.keys["bench-debit"],
+            "BENCH_CREDIT_KEY": service.keys["bench-credit"],
+            "BENCH_DEBIT_KEY": service.keys["bench-debit"],
             "BENCH_RUN_TAG": tag,
             "BENCH_WALLETS": str(WALLETS),
             "BENCH_HOT_WALLET": HOT_WALLET,
         })
         arguments = ["wrk", f"-t{self.wrk_threads}", f"-c{self.connections}", f"-d{seconds}s", "--latency",
-                     "-s", str(BENCH_DIR / scenario.lua), f"http://127.0.0.1:{self.service_port}"]
+                     "-s", str(BENCH_DIR / scenario.lua), f"http://127.0.0.1:{service.port}"]
         before = meter.sample()
         text = self.run_load(arguments, env, seconds + 60, RAW_DIR / f"wrk-{tag}.txt")
         after = meter.sample()
@@ -572,19 +654,33 @@ class Bench:
                              f"WHERE {column} LIKE '{tag}-%'"))
 
     def measure(self):
-        meter = CPUMeter(self.service.pid, self.postmaster_pid)
+        meters = {service.database: CPUMeter(service.process.pid, self.postmaster_pid) for service in self.services}
         if self.warmup_seconds > 0:
-            log(f"warming up for {self.warmup_seconds} s (not measured)")
             warmup = next((s for s in self.scenarios if s.name == "debit-spread"), self.scenarios[0])
-            self.wrk(warmup, self.warmup_seconds, f"warmup-{self.run_tag}", meter)
+            for service in self.services:
+                log(f"warming up {service.label} for {self.warmup_seconds} s (not measured)")
+                self.wrk(service, warmup, self.warmup_seconds, f"warmup-{self.run_tag}", meters[service.database])
+        # With a previous release, each scenario runs previous, this, this,
+        # previous (an ABBA order), so a drift over the minute (autovacuum,
+        # checkpoints, the machine's other work) weighs on both alike.
+        order = [self.previous, self.current, self.current, self.previous] if self.previous else [self.current]
         for scenario in self.scenarios:
             result = ScenarioResult(scenario)
             tag = f"{scenario.name}-{self.run_tag}"
-            self.psql("CHECKPOINT")
-            batches_before = parse_batch_histogram(self.metrics())
-            log(f"{scenario.name}: wrk -t{self.wrk_threads} -c{self.connections} -d{self.seconds}s")
-            result.service = self.wrk(scenario, self.seconds, tag, meter)
-            batches_after = parse_batch_histogram(self.metrics())
+            runs = {service.database: [] for service in self.services}
+            batches_before = batches_after = None
+            for index, service in enumerate(order):
+                self.psql("CHECKPOINT")
+                if service is self.current and batches_before is None:
+                    batches_before = parse_batch_histogram(self.metrics(service))
+                log(f"{scenario.name}: {service.label}: wrk -t{self.wrk_threads} -c{self.connections} -d{self.seconds}s")
+                runs[service.database].append(self.wrk(service, scenario, self.seconds, f"{tag}-{index}",
+                                                       meters[service.database]))
+                if service is self.current:
+                    batches_after = parse_batch_histogram(self.metrics(service))
+            result.service = combined(runs[self.current.database])
+            if self.previous:
+                result.previous = combined(runs[self.previous.database])
             total_sum = total_count = 0.0
             for operation, (after_sum, after_count) in batches_after.items():
                 before_sum, before_count = batches_before.get(operation, (0.0, 0.0))
@@ -595,7 +691,7 @@ class Bench:
             for clients in self.pgbench_clients:
                 self.psql("CHECKPOINT")
                 log(f"{scenario.name}: pgbench -M prepared -c {clients} -T {self.seconds}")
-                result.pgbench[clients] = self.pgbench(scenario, clients, meter)
+                result.pgbench[clients] = self.pgbench(scenario, clients, meters[self.current.database])
             self.results.append(result)
             self.print_progress(result)
 
@@ -606,6 +702,8 @@ class Bench:
                 f"p99 {service.p99_ms:.2f} ms non-2xx {service.failures}")
         if best is not None:
             line += f"; pgbench {best.ops:,.0f}/s at {clients} clients; ratio {result.ratio:.2f}x"
+        if result.change is not None:
+            line += f"; previous {result.previous.ops:,.0f}/s p99 {result.previous.p99_ms:.2f} ms ({result.change:+.1%})"
         log(line)
 
     def measure_slow_clients(self, stalled_count=50):
@@ -615,15 +713,15 @@ class Bench:
         stalled = []
         try:
             for index in range(stalled_count):
-                connection = socket.create_connection(("127.0.0.1", self.service_port), timeout=5)
+                connection = socket.create_connection(("127.0.0.1", self.current.port), timeout=5)
                 connection.sendall(f"POST /v1/debits HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n"
                                    f"X-Stalled: {index}\r\n".encode())
                 stalled.append(connection)
             time.sleep(0.2)
             request = (f"GET /v1/wallets/u1 HTTP/1.1\r\nHost: x\r\n"
-                       f"Authorization: Bearer {self.keys['bench-debit']}\r\nConnection: close\r\n\r\n").encode()
+                       f"Authorization: Bearer {self.current.keys['bench-debit']}\r\nConnection: close\r\n\r\n").encode()
             started = time.monotonic()
-            with socket.create_connection(("127.0.0.1", self.service_port), timeout=10) as connection:
+            with socket.create_connection(("127.0.0.1", self.current.port), timeout=10) as connection:
                 connection.sendall(request)
                 answer = connection.recv(65536)
             elapsed = (time.monotonic() - started) * 1000
@@ -635,32 +733,32 @@ class Bench:
 
     def read_peak_rss(self):
         try:
-            status = Path(f"/proc/{self.service.pid}/status").read_text()
+            status = Path(f"/proc/{self.current.process.pid}/status").read_text()
         except OSError:
             return
         match = re.search(r"^VmHWM:\s+(\d+) kB", status, re.M)
         if match:
             self.rss_peak_kb = int(match.group(1))
 
-    def stop_service(self):
-        if self.service is None:
+    def stop_service(self, service):
+        if service.process is None:
             return
-        if self.service.poll() is None:
-            self.service.send_signal(signal.SIGTERM)
+        if service.process.poll() is None:
+            service.process.send_signal(signal.SIGTERM)
             try:
-                self.service.wait(timeout=30)
+                service.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                log("the service did not stop within 30 s of SIGTERM; killing it")
-                self.service.kill()
-                self.service.wait(timeout=10)
-        self.service_status = self.service.returncode
-        self.service = None
+                log(f"{service.label} did not stop within 30 s of SIGTERM; killing it")
+                service.process.kill()
+                service.process.wait(timeout=10)
+        service.status = service.process.returncode
+        service.process = None
 
-    def check_ledger(self):
-        log("wallet check")
-        completed = self.wallet_command(["check"], 900, check=False)
-        self.check_status = completed.returncode
-        self.check_output = (completed.stdout + completed.stderr).strip()
+    def check_ledger(self, service):
+        log(f"wallet check ({service.label})")
+        completed = self.wallet_command(service, ["check"], 900, check=False)
+        service.check_status = completed.returncode
+        service.check_output = (completed.stdout + completed.stderr).strip()
 
     def stop_postgres(self):
         if self.temp_dir is None or not (self.temp_dir / "data" / "postmaster.pid").exists():
@@ -678,18 +776,22 @@ class Bench:
         if self.load_process is not None and self.load_process.poll() is None:
             self.load_process.kill()
             self.load_process.wait(timeout=10)
-        try:
-            self.stop_service()
-        except Exception as error:  # keep cleaning up
-            log(f"stopping the service: {error}")
+        for service in self.services:
+            try:
+                self.stop_service(service)
+            except Exception as error:  # keep cleaning up
+                log(f"stopping {service.label}: {error}")
         try:
             self.stop_postgres()
         except Exception as error:
             log(f"stopping PostgreSQL: {error}")
         if self.temp_dir is not None:
-            for name in ("service.log", "postgres.log"):
-                if (self.temp_dir / name).exists():
-                    shutil.copy(self.temp_dir / name, RAW_DIR / name)
+            for service in self.services:
+                if service.log_path is not None and service.log_path.exists():
+                    shutil.copy(service.log_path, RAW_DIR / ("service.log" if service is self.current
+                                                             else "service-previous.log"))
+            if (self.temp_dir / "postgres.log").exists():
+                shutil.copy(self.temp_dir / "postgres.log", RAW_DIR / "postgres.log")
             if self.keep:
                 log(f"kept {self.temp_dir}")
             else:
@@ -709,13 +811,15 @@ class Bench:
         RAW_DIR.mkdir(parents=True)
         self.build()
         self.start_postgres()
-        self.start_service()
-        self.make_keys_and_seed()
+        for service in self.services:
+            self.start_service(service)
+            self.make_keys_and_seed(service)
         self.measure()
         self.measure_slow_clients()
         self.read_peak_rss()
-        self.stop_service()
-        self.check_ledger()
+        for service in self.services:
+            self.stop_service(service)
+            self.check_ledger(service)
 
 
 # MARK: the report
@@ -741,6 +845,9 @@ def report(bench):
                  f"the better of {clients} clients, with the one-transaction SQL in `bench/sql/`.")
     lines.append(f"- PostgreSQL {bench.pg_version}, default settings ({bench.pg_settings}); "
                  f"{os.cpu_count()} cores shared by PostgreSQL, the service and the load generator.")
+    if bench.previous:
+        lines.append(f"- Also measured: {bench.previous.label}, on its own database of the same cluster; each "
+                     f"scenario ran previous, this, this, previous, and each side's figures are its two runs' mean.")
     lines.append("")
     lines.append("| scenario | ops/s | p50 ms | p99 ms | non-2xx | pgbench ops/s | pgbench p50 / p99 ms "
                  "| service ÷ pgbench | mean batch |")
@@ -795,24 +902,36 @@ def report(bench):
     if committed:
         lines.append("Rows the service committed under each run's references: " + "; ".join(committed) + ".")
         lines.append("")
+    if bench.previous:
+        lines.append(f"Against the {bench.previous.label}, in this run:")
+        lines.append("")
+        lines.append("| scenario | previous ops/s | this ops/s | change | previous p99 ms | this p99 ms |")
+        lines.append("|---|---:|---:|---:|---:|---:|")
+        for result in bench.results:
+            previous, service = result.previous, result.service
+            lines.append(f"| {result.scenario.title} | {number(previous.ops)} | {number(service.ops)} | "
+                         f"{result.change:+.1%} | {milliseconds(previous.p99_ms)} | {milliseconds(service.p99_ms)} |")
+        lines.append("")
     rss = f"{bench.rss_peak_kb / 1024:.1f} MB" if bench.rss_peak_kb else "unknown"
-    lines.append(f"Peak RSS of the service (VmHWM): {rss}."
-                 + ("" if bench.service_status == 0 else
-                    f" It exited {bench.service_status} on SIGTERM; see bench/results/last-run/service.log."))
+    lines.append(f"Peak RSS of the service (VmHWM): {rss}.")
+    for service in bench.services:
+        if service.status != 0:
+            lines.append(f"{service.label} exited {service.status} on SIGTERM; see its log in bench/results/last-run/.")
     lines.append("")
     if bench.slow_client_ms is not None:
         lines.append(f"A normal read beside 50 clients that each sent half a request and stalled: "
                      f"answered in {bench.slow_client_ms:.1f} ms.")
         lines.append("")
-    check = bench.check_output.splitlines()
-    lines.append(f"`wallet check` afterwards: exit {bench.check_status}"
-                 + (f", `{check[-1]}`" if len(check) == 1 else ""))
-    if len(check) > 1:
+    for service in bench.services:
+        check = service.check_output.splitlines()
+        lines.append(f"`wallet check` afterwards ({service.label}): exit {service.check_status}"
+                     + (f", `{check[-1]}`" if len(check) == 1 else ""))
+        if len(check) > 1:
+            lines.append("")
+            lines.append("```")
+            lines.extend(check[:50])
+            lines.append("```")
         lines.append("")
-        lines.append("```")
-        lines.extend(check[:50])
-        lines.append("```")
-    lines.append("")
     lines.extend(targets(bench))
     return "\n".join(lines) + "\n"
 
@@ -831,6 +950,7 @@ def targets(bench):
     ratio_row("debit-spread", "debit spread ≥ 2.5× pgbench", 2.5)
     ratio_row("debit-hot", "hot wallet ≥ 8× pgbench hot", 8.0)
     ratio_row("credit-spread", "credits ≥ 2.5× pgbench", 2.5)
+    ratio_row("hold-capture", "hold + capture ≥ 2× pgbench", 2.0)
     if bench.results:
         worst = max(bench.results, key=lambda r: r.service.p99_ms)
         rows.append(("p99 ≤ 25 ms in every scenario", f"worst {milliseconds(worst.service.p99_ms)} ms "
@@ -840,6 +960,11 @@ def targets(bench):
         rows.append(("peak RSS ≤ 150 MB", f"{megabytes:.1f} MB", "yes" if megabytes <= 150 else "no"))
     bad = sum(r.service.failures + r.service.socket_errors for r in bench.results)
     rows.append(("zero non-2xx (and no socket errors)", str(bad), "yes" if bad == 0 else "no"))
+    changes = [r for r in bench.results if r.change is not None]
+    if changes:
+        worst = min(changes, key=lambda r: r.change)
+        rows.append(("no scenario loses more than 5% against the previous release",
+                     f"worst {worst.change:+.1%} ({worst.scenario.name})", "yes" if worst.change >= -0.05 else "no"))
     reads = by_name.get("read-spread")
     if reads is not None:
         rows.append(("balance reads ≥ 25k/s", f"{number(reads.service.ops)}/s",
@@ -875,7 +1000,7 @@ def main():
         bench.cleanup()
     if failed:
         log(f"failed: {failed}")
-        if bench.service_log and (RAW_DIR / "service.log").exists():
+        if (RAW_DIR / "service.log").exists():
             log(f"service log: {RAW_DIR / 'service.log'}")
         return 1
     table = report(bench)

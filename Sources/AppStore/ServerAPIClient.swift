@@ -1,5 +1,6 @@
 public import Crypto
 public import Foundation
+public import Locking
 import JSON
 public import StoreHTTP
 #if canImport(FoundationNetworking)
@@ -89,10 +90,13 @@ public struct ServerAPIClient: Sendable {
     private let observe: @Sendable (Endpoint, StatusClass, Double) -> Void
     /// Called on every 401.
     private let unauthorized: @Sendable () -> Void
+    /// Times the pauses between retries.
+    private let clock: any WorkClock
 
-    public init(configuration: Configuration, key: PrivateKey,
+    public init(configuration: Configuration, key: PrivateKey, clock: any WorkClock = SystemClock(),
                 observe: @escaping @Sendable (Endpoint, StatusClass, Double) -> Void = { _, _, _ in },
                 unauthorized: @escaping @Sendable () -> Void = {}) {
+        self.clock = clock
         precondition(configuration.timeoutSeconds.isFinite && configuration.timeoutSeconds > 0,
                      "ServerAPIClient timeoutSeconds must be positive and finite")
         self.configuration = configuration
@@ -167,7 +171,7 @@ public struct ServerAPIClient: Sendable {
         }
         let answer = RetryingCall.send(
             name: endpoint.rawValue, responseBytesMax: configuration.responseBytesMax, deadline: deadline,
-            observe: { status, seconds in observe(endpoint, status, seconds) }
+            clock: clock, observe: { status, seconds in observe(endpoint, status, seconds) }
         ) {
             var request = URLRequest(url: url)
             request.httpMethod = method

@@ -1,7 +1,7 @@
 public import Foundation
 public import Crypto
 import JSON
-import Locking
+public import Locking
 public import StoreHTTP
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -39,12 +39,14 @@ public final class AccessTokens: Sendable {
     public static let tokenBytesMax = 8 * 1024
 
     public let account: ServiceAccount
+    /// Times the tokens' lives and the pauses between retries of a grant.
+    public let clock: any WorkClock
     private let observe: @Sendable (PlayClient.StatusClass, Double) -> Void
     private let state = Monitor(State())
 
     private struct Token: Sendable {
         var value: String
-        /// After this, the token is replaced before use.
+        /// After this (on `clock`), the token is replaced before use.
         var refreshAt: ContinuousClock.Instant
     }
 
@@ -58,9 +60,10 @@ public final class AccessTokens: Sendable {
     }
 
     /// `observe` gets each token endpoint exchange's status class and seconds.
-    public init(account: ServiceAccount,
+    public init(account: ServiceAccount, clock: any WorkClock = SystemClock(),
                 observe: @escaping @Sendable (PlayClient.StatusClass, Double) -> Void = { _, _ in }) {
         self.account = account
+        self.clock = clock
         self.observe = observe
     }
 
@@ -78,7 +81,7 @@ public final class AccessTokens: Sendable {
         // fast as they come, and the deadline bounds even that.
         for _ in 0..<3 {
             let step = state.withLock { state -> Step in
-                if let token = state.current, ContinuousClock.now < token.refreshAt { return .use(token.value) }
+                if let token = state.current, clock.now < token.refreshAt { return .use(token.value) }
                 if state.fetching { return .wait(afterFetches: state.fetchesFinished) }
                 state.fetching = true
                 return .fetch
@@ -94,7 +97,7 @@ public final class AccessTokens: Sendable {
                     guard finished else {
                         return .failure(.unavailable("token: no access token within the time limit"))
                     }
-                    if let token = state.current, ContinuousClock.now < token.refreshAt { return .success(token.value) }
+                    if let token = state.current, clock.now < token.refreshAt { return .success(token.value) }
                     if let failure = state.lastFailure { return .failure(failure) }
                     // Fetched, then dropped already: go round again.
                     return nil
@@ -162,15 +165,15 @@ public final class AccessTokens: Sendable {
     }
 
     private func fetch(deadline: ContinuousClock.Instant) throws(PlayAPIError) -> Token {
-        var sentAt = ContinuousClock.now
+        var sentAt = clock.now
         let answer = RetryingCall.send(
             name: PlayClient.Endpoint.token.rawValue, responseBytesMax: Self.answerBytesMax, deadline: deadline,
-            observe: observe
+            clock: clock, observe: observe
         ) {
             // Signed afresh for every attempt, so a retry never sends an
             // assertion older than the call.
             let assertion = try Self.assertion(for: account, now: Date())
-            sentAt = ContinuousClock.now
+            sentAt = clock.now
             var request = URLRequest(url: account.tokenURI)
             request.httpMethod = "POST"
             request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")

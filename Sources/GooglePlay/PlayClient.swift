@@ -1,5 +1,6 @@
 public import Foundation
 import JSON
+public import Locking
 public import StoreHTTP
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -64,14 +65,15 @@ public struct PlayClient: Sendable {
     private let observe: @Sendable (Endpoint, StatusClass, Double) -> Void
 
     /// A client with its own `AccessTokens`, whose grants are observed as
-    /// the `token` endpoint.
-    public init(configuration: Configuration, account: ServiceAccount,
+    /// the `token` endpoint. `clock` times the pauses between retries and
+    /// the tokens' lives.
+    public init(configuration: Configuration, account: ServiceAccount, clock: any WorkClock = SystemClock(),
                 observe: @escaping @Sendable (Endpoint, StatusClass, Double) -> Void = { _, _, _ in }) {
-        let tokens = AccessTokens(account: account) { status, seconds in observe(.token, status, seconds) }
+        let tokens = AccessTokens(account: account, clock: clock) { status, seconds in observe(.token, status, seconds) }
         self.init(configuration: configuration, tokens: tokens, observe: observe)
     }
 
-    /// A client that shares `tokens` with others.
+    /// A client that shares `tokens` with others, and their clock.
     public init(configuration: Configuration, tokens: AccessTokens,
                 observe: @escaping @Sendable (Endpoint, StatusClass, Double) -> Void = { _, _, _ in }) {
         precondition(configuration.timeoutSeconds.isFinite && configuration.timeoutSeconds > 0,
@@ -160,7 +162,7 @@ public struct PlayClient: Sendable {
             var tokenUsed: String?
             let answer = RetryingCall.send(
                 name: endpoint.rawValue, responseBytesMax: configuration.responseBytesMax, deadline: deadline,
-                observe: { status, seconds in observe(endpoint, status, seconds) }
+                clock: tokens.clock, observe: { status, seconds in observe(endpoint, status, seconds) }
             ) {
                 // Asked on every attempt: a retry after a long Retry-After
                 // gets a token that is still fresh. Cheap while cached.

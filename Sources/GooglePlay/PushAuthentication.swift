@@ -1,7 +1,7 @@
 import Crypto
 public import Foundation
 import JSON
-import Locking
+public import Locking
 public import StoreHTTP
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -115,8 +115,9 @@ public struct PushClaims: Sendable, Equatable {
 /// (`timeoutSeconds` from the start of their `verify`). A fetch blocks, so
 /// `verify` must not run on a server thread without a deadline of its own.
 ///
-/// The cache ages and the token times both follow `verify`'s `now`, so one
-/// clock decides both, and tests can move it.
+/// The cache ages and the token times both follow `verify`'s `now` (by
+/// default the authenticator's clock), so one clock decides both, and tests
+/// can move it. The pauses between a fetch's retries are on that clock too.
 public final class PushAuthenticator: Sendable {
     /// Google's published OAuth 2 / OIDC signing keys.
     public static let googleCertsURL = URL(string: "https://www.googleapis.com/oauth2/v3/certs")!
@@ -194,8 +195,10 @@ public final class PushAuthenticator: Sendable {
     /// and seconds.
     private let observe: @Sendable (StatusClass, Double) -> Void
     private let cache = Monitor(KeyCache())
+    private let clock: any WorkClock
 
-    public init(configuration: Configuration, observe: @escaping @Sendable (StatusClass, Double) -> Void = { _, _ in }) {
+    public init(configuration: Configuration, clock: any WorkClock = SystemClock(),
+                observe: @escaping @Sendable (StatusClass, Double) -> Void = { _, _ in }) {
         precondition(configuration.timeoutSeconds.isFinite && configuration.timeoutSeconds > 0,
                      "PushAuthenticator timeoutSeconds must be positive and finite")
         precondition(configuration.responseBytesMax > 0, "PushAuthenticator responseBytesMax must be positive")
@@ -208,14 +211,17 @@ public final class PushAuthenticator: Sendable {
         precondition(!configuration.audience.isEmpty, "PushAuthenticator audience must not be empty")
         precondition(!configuration.serviceAccountEmail.isEmpty, "PushAuthenticator serviceAccountEmail must not be empty")
         self.configuration = configuration
+        self.clock = clock
         self.observe = observe
     }
 
     /// Keys held now, usable or not.
     public var keyCount: Int { cache.withLock { $0.keys.count } }
 
-    /// Verifies the `Authorization` header of a push request.
-    public func verify(authorization: String?, now: Date = Date()) throws(PushAuthenticationError) -> PushClaims {
+    /// Verifies the `Authorization` header of a push request, at `now`
+    /// (the clock's, unless given).
+    public func verify(authorization: String?, now: Date? = nil) throws(PushAuthenticationError) -> PushClaims {
+        let now = now ?? clock.date
         let deadline = ContinuousClock.now + .seconds(configuration.timeoutSeconds)
         let token = try PushToken(bearer: Self.bearerToken(authorization))
         let key = try key(for: token.keyID, now: now, deadline: deadline)
@@ -385,7 +391,7 @@ public final class PushAuthenticator: Sendable {
         let url = configuration.jwksURL
         let answer = RetryingCall.send(
             name: "JWKS fetch", responseBytesMax: configuration.responseBytesMax, deadline: deadline,
-            observe: observe
+            clock: clock, observe: observe
         ) {
             var request = URLRequest(url: url)
             request.httpMethod = "GET"

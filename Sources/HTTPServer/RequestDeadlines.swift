@@ -81,8 +81,10 @@ final class RequestDeadlines: Sendable {
 
     func start() {
         locked { $0.sweeperRunning = true }
-        let thread = Thread { [self] in sweep() }
-        thread.name = "wallet-http-deadlines"
+        let thread = Thread { [self] in
+            Thread.nameCurrent("wallet-http-deadlines")
+            sweep()
+        }
         thread.start()
     }
 

@@ -101,6 +101,7 @@ public final class WorkerThreads: Sendable {
         running.withLock { $0 += count }
         for index in 0..<count {
             let thread = Thread { [running] in
+                Thread.nameCurrent("\(name)-\(index)")
                 body(index)
                 let last = running.withLock { running in
                     running -= 1
@@ -108,7 +109,6 @@ public final class WorkerThreads: Sendable {
                 }
                 if last { running.broadcast() }
             }
-            thread.name = "\(name)-\(index)"
             thread.start()
         }
     }

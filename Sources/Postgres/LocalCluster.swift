@@ -314,8 +314,10 @@ private final class Child: Sendable {
     }
 
     func startReaping() {
-        let thread = Thread { [self] in reap() }
-        thread.name = "wallet-reaper"
+        let thread = Thread { [self] in
+            Thread.nameCurrent("wallet-reaper")
+            reap()
+        }
         thread.start()
     }
 

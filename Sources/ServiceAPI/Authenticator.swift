@@ -15,6 +15,7 @@ import WalletStore
 /// time one repeats. An unknown secret costs one lookup per period while the
 /// miss cache holds it. A full cache drops its least recently used entry, so
 /// a flood of unknown secrets pushes out older misses, never a key in use.
+/// An entry's life is counted on the service's clock.
 final class Authenticator: Sendable {
     /// Keys in use remembered at most; more than a service has callers.
     static let entriesMax = 10_000
@@ -31,11 +32,13 @@ final class Authenticator: Sendable {
     /// Unknown secrets, each with when it may be looked up again.
     private let misses: BoundedCache<[UInt8], ContinuousClock.Instant>
     private let ledger: Ledger
+    private let clock: any WorkClock
     private let lookupCount = Atomic<Int>(0)
 
-    init(ledger: Ledger, timeToLiveSeconds: Double = 2, entriesMax: Int = Authenticator.entriesMax,
+    init(ledger: Ledger, clock: any WorkClock, timeToLiveSeconds: Double = 2, entriesMax: Int = Authenticator.entriesMax,
          missesMax: Int = Authenticator.missesMax) {
         self.ledger = ledger
+        self.clock = clock
         self.timeToLiveSeconds = timeToLiveSeconds
         clients = BoundedCache(entriesMax: entriesMax, expires: { $0.expires })
         misses = BoundedCache(entriesMax: missesMax, expires: { $0 })
@@ -50,7 +53,7 @@ final class Authenticator: Sendable {
     func client(authorization: String?) throws -> APIClient {
         guard let secret = authorization.flatMap(Self.bearerSecret) else { throw WalletError.unauthorized }
         let hash = SHA256.hash(secret)
-        let now = ContinuousClock.now
+        let now = clock.now
         if let known = clients.value(forKey: hash, now: now) { return known.client }
         if misses.value(forKey: hash, now: now) != nil { throw WalletError.unauthorized }
         lookupCount.add(1, ordering: .relaxed)

@@ -1,6 +1,7 @@
 import AppStore
 import Foundation
 import GooglePlay
+import Locking
 import Logging
 import WalletCore
 
@@ -40,13 +41,16 @@ struct CreditVerification: Sendable {
     let apiEnvironments: [Environment]
     /// Set when `googleplay` is on.
     let googlePlay: GooglePlayCredits?
+    /// What the lookups' minute is counted on.
+    let clock: any WorkClock
     let logger: Logger
 
     /// `appleEnvironments` are the App Store environments accepted; a mode's
     /// client is kept only when that mode is on.
     init(modes: Set<CreditSource>, transactions: SignedDataVerifier, policy: CreditPolicy, receipts: ReceiptVerifier,
          serverAPI: ServerAPIClient?, apiEnvironments appleEnvironments: [Environment], googlePlay: GooglePlayCredits?,
-         logger: Logger) {
+         clock: any WorkClock, logger: Logger) {
+        self.clock = clock
         self.googlePlay = modes.contains(.googlePlay) ? googlePlay : nil
         self.modes = modes
         self.serverAPI = modes.contains(.appStoreAPI) ? serverAPI : nil
@@ -109,7 +113,7 @@ struct CreditVerification: Sendable {
     private func verifyWithServerAPI(_ body: CreditBody) throws -> Verified {
         guard let serverAPI else { throw WalletError.verificationUnavailable }
         let flowNo = try self.flowNo(body).rawValue
-        switch lookups.admit(flowNo: flowNo, userID: body.userID.rawValue) {
+        switch lookups.admit(flowNo: flowNo, userID: body.userID.rawValue, now: clock.now) {
         case .ask: break
         case .knownNotFound: throw Self.transactionNotFound
         case .limited(let seconds): throw WalletError.rateLimited(retryAfterSeconds: seconds)
@@ -126,7 +130,7 @@ struct CreditVerification: Sendable {
                 throw WalletError.verificationUnavailable
             }
         }
-        lookups.recordNotFound(flowNo: flowNo, userID: body.userID.rawValue)
+        lookups.recordNotFound(flowNo: flowNo, userID: body.userID.rawValue, now: clock.now)
         throw Self.transactionNotFound
     }
 

@@ -1,6 +1,7 @@
 package import AppStore
 package import GooglePlay
 package import HTTPServer
+package import Locking
 package import Logging
 package import ServiceSupport
 package import WalletCore
@@ -63,10 +64,12 @@ package final class HTTPAPI: Sendable {
     private let googlePushWork: BlockingWork?
 
     /// Builds the API and registers its routes on `router`. A store's
-    /// client is nil when that store is not set up.
+    /// client is nil when that store is not set up; the caches' times are
+    /// counted on `clock`.
     package init(router: Router, ledger: Ledger, metrics: Metrics, readiness: Readiness, transactions: SignedDataVerifier,
                  serverAPI: ServerAPIClient?, googlePlay: PlayClient?, pushAuthenticator: PushAuthenticator?,
-                 notifications: NotificationProcessor, googleVoids: GooglePlayVoids?, settings: Settings, logger: Logger) {
+                 notifications: NotificationProcessor, googleVoids: GooglePlayVoids?, settings: Settings, clock: any WorkClock,
+                 logger: Logger) {
         blockingWork = BlockingWork(threads: settings.storeLookups.threads, queueDepthMax: settings.storeLookups.queueDepthMax)
         notificationWork = BlockingWork(threads: settings.notifications.threads,
                                         queueDepthMax: settings.notifications.queueDepthMax, name: "wallet-notifications")
@@ -83,8 +86,10 @@ package final class HTTPAPI: Sendable {
         }
         let credits = CreditVerification(
             modes: settings.creditModes, transactions: transactions, policy: settings.creditPolicy, receipts: settings.receipts,
-            serverAPI: serverAPI, apiEnvironments: settings.appleEnvironments, googlePlay: googleCredits, logger: logger)
-        WalletAPI(ledger: ledger, authenticator: Authenticator(ledger: ledger), credits: credits, blockingWork: blockingWork,
+            serverAPI: serverAPI, apiEnvironments: settings.appleEnvironments, googlePlay: googleCredits, clock: clock,
+            logger: logger)
+        WalletAPI(ledger: ledger, authenticator: Authenticator(ledger: ledger, clock: clock), credits: credits,
+                  blockingWork: blockingWork,
                   metrics: metrics, readiness: readiness, requestTimeoutSeconds: settings.requestTimeoutSeconds, logger: logger)
             .register(on: router)
         OperationsAPI(ledger: ledger, readiness: readiness, metrics: metrics).register(on: router)

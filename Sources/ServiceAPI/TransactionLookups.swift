@@ -34,7 +34,7 @@ final class TransactionLookups: Sendable {
         entriesMax: entriesMax, expires: { ($0.max() ?? .now) + .seconds(windowSeconds) })
 
     /// Whether `flowNo` may be looked up for `userID` now.
-    func admit(flowNo: String, userID: String, now: ContinuousClock.Instant = .now) -> Admission {
+    func admit(flowNo: String, userID: String, now: ContinuousClock.Instant) -> Admission {
         if notFound.value(forKey: flowNo, now: now) != nil { return .knownNotFound }
         return misses.update(forKey: userID, now: now) { times in
             let recent = Self.recent(times, now: now)
@@ -49,7 +49,7 @@ final class TransactionLookups: Sendable {
     }
 
     /// Records that Apple does not know `flowNo`, looked up for `userID`.
-    func recordNotFound(flowNo: String, userID: String, now: ContinuousClock.Instant = .now) {
+    func recordNotFound(flowNo: String, userID: String, now: ContinuousClock.Instant) {
         notFound.insert(now, forKey: flowNo)
         misses.update(forKey: userID, now: now) { times in times = Self.recent(times, now: now) + [now] }
     }

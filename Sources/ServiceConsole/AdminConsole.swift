@@ -1,7 +1,7 @@
 import Crypto
 import Foundation
 package import HTTPServer
-import Locking
+package import Locking
 package import Logging
 package import ServiceSupport
 import WalletCore
@@ -45,7 +45,7 @@ package struct AdminConsole: Sendable {
     /// `listenHost` is where the service listens: a cookie is `Secure`
     /// unless that is loopback.
     package init(ledger: Ledger, readiness: Readiness, work: BlockingWork, cookies: SessionCookies, sessionMinutes: Int,
-                 listenHost: String, requestTimeoutSeconds: Int, logger: Logger) {
+                 listenHost: String, requestTimeoutSeconds: Int, clock: any WorkClock, logger: Logger) {
         self.ledger = ledger
         self.readiness = readiness
         self.work = work
@@ -53,7 +53,7 @@ package struct AdminConsole: Sendable {
         self.sessionMinutes = sessionMinutes
         secureCookie = !listenHost.hasPrefix("127.")
         self.requestTimeoutSeconds = requestTimeoutSeconds
-        signIns = SignInLimiter()
+        signIns = SignInLimiter(clock: clock)
         self.logger = logger
     }
 
@@ -313,6 +313,8 @@ package struct AdminConsole: Sendable {
 /// as none and expires; past the bound, the address seen least recently (a
 /// refused attempt counts) is forgotten. So a flood of new addresses cannot
 /// reset the limit of an address that keeps trying.
+///
+/// Refills are counted on the service's clock.
 final class SignInLimiter: Sendable {
     /// Addresses with failed sign-ins remembered at most.
     static let addressesMax = 10_000
@@ -326,8 +328,11 @@ final class SignInLimiter: Sendable {
     let refillSeconds: Double
     let addressesMax: Int
     private let buckets: BoundedCache<String, Bucket>
+    private let clock: any WorkClock
 
-    init(burst: Int = 10, refillSeconds: Double = 6, addressesMax: Int = SignInLimiter.addressesMax) {
+    init(burst: Int = 10, refillSeconds: Double = 6, addressesMax: Int = SignInLimiter.addressesMax,
+         clock: any WorkClock) {
+        self.clock = clock
         let burst = Double(burst)
         self.burst = burst
         self.refillSeconds = refillSeconds
@@ -340,14 +345,14 @@ final class SignInLimiter: Sendable {
 
     /// Seconds to wait when `address` has no attempt left, else nil.
     func refusal(for address: String) -> Int? {
-        let now = ContinuousClock.now
+        let now = clock.now
         guard let bucket = buckets.value(forKey: address, now: now) else { return nil }
         let tokens = refilled(bucket, now: now)
         return tokens >= 1 ? nil : Int(((1 - tokens) * refillSeconds).rounded(.up))
     }
 
     func failed(_ address: String) {
-        let now = ContinuousClock.now
+        let now = clock.now
         buckets.update(forKey: address, now: now) { bucket in
             let tokens = bucket.map { refilled($0, now: now) } ?? burst
             bucket = Bucket(tokens: max(0, tokens - 1), updated: now)

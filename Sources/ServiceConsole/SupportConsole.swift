@@ -1,4 +1,5 @@
 package import HTTPServer
+package import Locking
 package import Logging
 package import ServiceSupport
 package import WalletStore
@@ -13,12 +14,13 @@ package final class SupportConsole: Sendable {
 
     /// Registers the console's routes on `router`; its pages read on
     /// `threads` threads, with at most `queueDepthMax` waiting.
-    package init(router: Router, ledger: Ledger, readiness: Readiness, threads: Int, queueDepthMax: Int, sessionMinutes: Int,
-                 listenHost: String, requestTimeoutSeconds: Int, logger: Logger) {
+    package init(router: Router, ledger: Ledger, readiness: Readiness, clock: any WorkClock, threads: Int, queueDepthMax: Int,
+                 sessionMinutes: Int, listenHost: String, requestTimeoutSeconds: Int, logger: Logger) {
         self.ledger = ledger
         work = BlockingWork(threads: threads, queueDepthMax: queueDepthMax, name: "wallet-console")
         AdminConsole(ledger: ledger, readiness: readiness, work: work, cookies: cookies, sessionMinutes: sessionMinutes,
-                     listenHost: listenHost, requestTimeoutSeconds: requestTimeoutSeconds, logger: logger).register(on: router)
+                     listenHost: listenHost, requestTimeoutSeconds: requestTimeoutSeconds, clock: clock, logger: logger)
+            .register(on: router)
     }
 
     /// Reads the cookie key, once the schema is up and before the service

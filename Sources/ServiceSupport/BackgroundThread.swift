@@ -15,11 +15,11 @@ extension Monitor where State == RunState {
     package func startThread(name: String, _ body: @escaping @Sendable (_ stopping: () -> Bool) -> Void) {
         withLock { $0.running = true }
         let thread = Thread { [self] in
+            Thread.nameCurrent(name)
             body { self.withLock { $0.stopping } }
             withLock { $0.running = false }
             broadcast()
         }
-        thread.name = name
         thread.start()
     }
 
@@ -30,8 +30,9 @@ extension Monitor where State == RunState {
         wait(until: .now + .seconds(10)) { !$0.running }
     }
 
-    /// Pauses for `seconds`, or until the thread is asked to stop.
-    package func pause(seconds: Double) {
-        wait(until: .now + .seconds(seconds)) { $0.stopping }
+    /// Pauses until `clock` has moved on by `seconds`, or until the thread
+    /// is asked to stop.
+    package func pause(seconds: Double, on clock: any WorkClock) {
+        _ = clock.wait(on: self, until: clock.now + .seconds(max(0, seconds))) { $0.stopping }
     }
 }

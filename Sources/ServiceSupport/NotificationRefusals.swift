@@ -1,5 +1,5 @@
 package import AppStore
-import Locking
+package import Locking
 package import Logging
 
 /// What a refused App Store notification leaves besides its answer and its
@@ -44,10 +44,10 @@ package final class NotificationRefusals: Sendable {
     }
 
     private let tallies = Locked<[Kind: Tally]>([:])
-    private let clock: @Sendable () -> ContinuousClock.Instant
+    private let clock: any WorkClock
     private let logger: Logger
 
-    package init(logger: Logger, clock: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
+    package init(logger: Logger, clock: any WorkClock = SystemClock()) {
         self.logger = logger
         self.clock = clock
     }
@@ -56,7 +56,7 @@ package final class NotificationRefusals: Sendable {
     /// interval, and answers how many refusals a row kept now stands for,
     /// or nil when none is to be kept.
     package func refused(_ kind: Kind, requestID: String?) -> Int? {
-        let now = clock()
+        let now = clock.now
         let (refusals, logSuppressed) = tallies.withLock { tallies -> (Int?, Int?) in
             var tally = tallies[kind] ?? Tally()
             defer { tallies[kind] = tally }

@@ -1,5 +1,6 @@
 package import AppStore
 package import GooglePlay
+package import Locking
 package import Logging
 package import ServiceSupport
 package import WalletStore
@@ -50,18 +51,18 @@ package final class BackgroundWorkers: Sendable {
     private let holdSweeper: HoldSweeper
     private let upkeep: Upkeep
 
-    /// A store's client is nil when that store is not set up. `afterSchema`
-    /// is what must be read once the schema is up, before the service counts
-    /// as ready.
+    /// A store's client is nil when that store is not set up. Schedules and
+    /// pauses run on `clock`. `afterSchema` is what must be read once the
+    /// schema is up, before the service counts as ready.
     package init(ledger: Ledger, readiness: Readiness, metrics: Metrics, notifications: NotificationProcessor,
                  serverAPI: ServerAPIClient?, googlePlay: PlayClient?, googleVoids: GooglePlayVoids?, settings: Settings,
-                 logger: Logger, afterSchema: @escaping @Sendable () throws -> Void) {
+                 clock: any WorkClock, logger: Logger, afterSchema: @escaping @Sendable () throws -> Void) {
         if let serverAPI, settings.reconcileIntervalMinutes > 0 {
             let reconciler = Reconciler(client: serverAPI, notifications: notifications, logger: logger)
             reconcile = ReconcileSchedule(
-                name: "notification reconciliation", sweeps: reconciler.sweeps(settings.appleEnvironments),
-                lockKey: Ledger.reconcileLockKey, ledger: ledger,
-                intervalMinutes: settings.reconcileIntervalMinutes, readiness: readiness, logger: logger)
+                name: "notification reconciliation", threadName: "wallet-history",
+                sweeps: reconciler.sweeps(settings.appleEnvironments), lockKey: Ledger.reconcileLockKey, ledger: ledger,
+                intervalMinutes: settings.reconcileIntervalMinutes, readiness: readiness, clock: clock, logger: logger)
         } else {
             reconcile = nil
         }
@@ -74,19 +75,19 @@ package final class BackgroundWorkers: Sendable {
             outboxHandlers.append(.googlePlayConsume(client: googlePlay, metrics: metrics))
         }
         outbox = outboxHandlers.isEmpty ? nil
-            : OutboxSender(ledger: ledger, handlers: outboxHandlers, readiness: readiness, logger: logger)
+            : OutboxSender(ledger: ledger, handlers: outboxHandlers, readiness: readiness, clock: clock, logger: logger)
         if let googleVoids, settings.voidedPollMinutes > 0 {
             voidedSweep = ReconcileSchedule(
-                name: "voided purchases sweep", sweeps: [VoidedPurchasesSweep(voids: googleVoids)],
-                lockKey: Ledger.voidedSweepLockKey, ledger: ledger, intervalMinutes: settings.voidedPollMinutes,
-                readiness: readiness, logger: logger)
+                name: "voided purchases sweep", threadName: "wallet-voids",
+                sweeps: [VoidedPurchasesSweep(voids: googleVoids)], lockKey: Ledger.voidedSweepLockKey, ledger: ledger,
+                intervalMinutes: settings.voidedPollMinutes, readiness: readiness, clock: clock, logger: logger)
         } else {
             voidedSweep = nil
         }
         holdSweeper = HoldSweeper(ledger: ledger, readiness: readiness, intervalSeconds: settings.holdSweepIntervalSeconds,
-                                  walletsMax: settings.holdSweepWalletsMax, logger: logger)
+                                  walletsMax: settings.holdSweepWalletsMax, clock: clock, logger: logger)
         upkeep = Upkeep(ledger: ledger, readiness: readiness, migrate: settings.migrate, purge: settings.purge,
-                        logger: logger, afterSchema: afterSchema)
+                        clock: clock, logger: logger, afterSchema: afterSchema)
     }
 
     package func start() {

@@ -1,5 +1,5 @@
 import Foundation
-import Locking
+package import Locking
 package import Logging
 package import ServiceSupport
 package import WalletStore
@@ -8,19 +8,26 @@ package import WalletStore
 /// for correctness (every write expires its wallet's due holds first, and
 /// reads count only holds still in time); it keeps `held` and the hold
 /// rows current for reports and admins.
+///
+/// When it looks is the service's clock; which holds are due is
+/// PostgreSQL's, the clock every write and read of a hold goes by, so the
+/// instances of a service never disagree about it.
 package final class HoldSweeper: Sendable {
     private let ledger: Ledger
     private let readiness: Readiness
     private let intervalSeconds: Double
     private let walletsMax: Int
+    private let clock: any WorkClock
     private let logger: Logger
     private let state = Monitor(RunState())
 
-    package init(ledger: Ledger, readiness: Readiness, intervalSeconds: Double, walletsMax: Int, logger: Logger) {
+    package init(ledger: Ledger, readiness: Readiness, intervalSeconds: Double, walletsMax: Int, clock: any WorkClock,
+                 logger: Logger) {
         self.ledger = ledger
         self.readiness = readiness
         self.intervalSeconds = intervalSeconds
         self.walletsMax = walletsMax
+        self.clock = clock
         self.logger = logger
     }
 
@@ -35,7 +42,7 @@ package final class HoldSweeper: Sendable {
                         logger.warning("holds could not be expired", ["error": String(reflecting: error)])
                     }
                 }
-                state.pause(seconds: intervalSeconds)
+                state.pause(seconds: intervalSeconds, on: clock)
             }
         }
     }

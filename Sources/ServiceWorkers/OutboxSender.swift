@@ -2,7 +2,7 @@ package import AppStore
 import Foundation
 package import GooglePlay
 import JSON
-import Locking
+package import Locking
 package import Logging
 package import ServiceSupport
 import WalletCore
@@ -15,6 +15,9 @@ package import WalletStore
 /// the row's window (Apple's 12 hours for a consumption answer, the 3 days
 /// before Google refunds an unconsumed purchase); a refusal, or the end of
 /// the window, fails the row for good.
+///
+/// When a row is due is the service's clock, which both sets a retry's time
+/// and waits for it; a test moves that clock instead of waiting.
 package final class OutboxSender: Sendable {
     /// How one kind of row is sent.
     package struct Handler: Sendable {
@@ -43,13 +46,15 @@ package final class OutboxSender: Sendable {
     private let ledger: Ledger
     private let handlers: [OutboxKind: Handler]
     private let readiness: Readiness
+    private let clock: any WorkClock
     private let logger: Logger
     private let state = Monitor(RunState())
 
-    package init(ledger: Ledger, handlers: [Handler], readiness: Readiness, logger: Logger) {
+    package init(ledger: Ledger, handlers: [Handler], readiness: Readiness, clock: any WorkClock, logger: Logger) {
         self.ledger = ledger
         self.handlers = Dictionary(uniqueKeysWithValues: handlers.map { ($0.kind, $0) })
         self.readiness = readiness
+        self.clock = clock
         self.logger = logger
     }
 
@@ -57,7 +62,7 @@ package final class OutboxSender: Sendable {
         state.startThread(name: "wallet-outbox") { [self] stopping in
             while !stopping() {
                 if readiness.isSchemaReady { sendDue() }
-                state.pause(seconds: Self.pollSeconds)
+                state.pause(seconds: Self.pollSeconds, on: clock)
             }
         }
     }
@@ -73,7 +78,8 @@ package final class OutboxSender: Sendable {
             // batch, so no other instance takes a row this one still holds.
             let longest = handlers.values.map(\.timeoutSeconds).max() ?? 10
             tasks = try ledger.claimOutbox(Array(handlers.keys), limit: Self.batchMax,
-                                           leaseSeconds: Int(longest.rounded(.up)) * Self.batchMax + 60)
+                                           leaseSeconds: Int(longest.rounded(.up)) * Self.batchMax + 60,
+                                           now: clock.date)
         } catch {
             logger.warning("the outbox could not be read", ["error": String(reflecting: error)])
             return
@@ -87,16 +93,20 @@ package final class OutboxSender: Sendable {
     private func send(_ task: LedgerStore.OutboxTask, _ handler: Handler) {
         let (status, failure, retrySeconds, body) = Self.decide(task, attempt: {
             handler.send(task)
-        }, nowMilliseconds: Int64(Date().timeIntervalSince1970 * 1000))
+        }, nowMilliseconds: Self.milliseconds(clock.date))
         handler.count(.attempted(status))
         do {
             try ledger.recordOutboxAttempt(task.kind, key: task.key, status: status, body: body, error: failure,
-                                           retryInSeconds: retrySeconds)
+                                           retryInSeconds: retrySeconds, now: clock.date)
         } catch {
             logger.warning("an outbox attempt could not be recorded",
                            ["outbox.kind": task.kind.rawValue, "flow_no": task.flowNo, "error": String(reflecting: error)])
         }
         logger.info("outbox call", ["outbox.kind": task.kind.rawValue, "flow_no": task.flowNo, "outcome": status.rawValue])
+    }
+
+    static func milliseconds(_ date: Date) -> Int64 {
+        Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
     }
 
     /// What to record for a row: `sent`, `pending` again after the returned

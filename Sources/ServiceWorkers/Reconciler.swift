@@ -1,6 +1,6 @@
 package import AppStore
 package import Foundation
-import Locking
+package import Locking
 package import Logging
 package import ServiceSupport
 import WalletCore
@@ -139,12 +139,13 @@ extension Reconciler {
     /// until now; a mark moves only when its whole range was read, and then
     /// to its end, or where the sweep says (`Summary.markMilliseconds`) when
     /// something in the range must be read again. Nil when another instance
-    /// is sweeping.
-    package static func sweepSinceMarks(_ sweeps: [any MarkedSweep], lockKey: Int64, ledger: Ledger) throws -> Summary? {
+    /// is sweeping. `clock` says when now is.
+    package static func sweepSinceMarks(_ sweeps: [any MarkedSweep], lockKey: Int64, ledger: Ledger,
+                                        clock: any WorkClock) throws -> Summary? {
         try ledger.withSweepLock(lockKey) { () throws -> Summary in
             var total = Summary()
             for sweep in sweeps {
-                let end = Date()
+                let end = clock.date
                 let oldest = end.addingTimeInterval(-Double(sweep.historyDaysMax - 1) * 86_400)
                 var start = end.addingTimeInterval(-Double(sweep.firstSweepDays) * 86_400)
                 if let mark = try ledger.reconcileMark(sweep.markKey) {
@@ -169,31 +170,36 @@ package final class ReconcileSchedule: Sendable {
     package static let firstDelaySeconds = 5.0
 
     private let name: String
+    private let threadName: String
     private let sweeps: [any MarkedSweep]
     private let lockKey: Int64
     private let ledger: Ledger
     private let intervalSeconds: Double
     private let readiness: Readiness
+    private let clock: any WorkClock
     private let logger: Logger
     private let state = Monitor(RunState())
 
-    package init(name: String, sweeps: [any MarkedSweep], lockKey: Int64, ledger: Ledger, intervalMinutes: Int,
-         readiness: Readiness, logger: Logger) {
+    /// `threadName` tells one store's sweeps from the other's.
+    package init(name: String, threadName: String, sweeps: [any MarkedSweep], lockKey: Int64, ledger: Ledger,
+                 intervalMinutes: Int, readiness: Readiness, clock: any WorkClock, logger: Logger) {
         self.name = name
+        self.threadName = threadName
         self.sweeps = sweeps
         self.lockKey = lockKey
         self.ledger = ledger
         intervalSeconds = Double(intervalMinutes) * 60
         self.readiness = readiness
+        self.clock = clock
         self.logger = logger
     }
 
     package func start() {
-        state.startThread(name: "wallet-sweep") { [self] stopping in
-            state.pause(seconds: Self.firstDelaySeconds)
+        state.startThread(name: threadName) { [self] stopping in
+            state.pause(seconds: Self.firstDelaySeconds, on: clock)
             while !stopping() {
                 if readiness.isSchemaReady { sweep() }
-                state.pause(seconds: intervalSeconds)
+                state.pause(seconds: intervalSeconds, on: clock)
             }
         }
     }
@@ -204,7 +210,7 @@ package final class ReconcileSchedule: Sendable {
 
     private func sweep() {
         do {
-            guard let summary = try Reconciler.sweepSinceMarks(sweeps, lockKey: lockKey, ledger: ledger) else {
+            guard let summary = try Reconciler.sweepSinceMarks(sweeps, lockKey: lockKey, ledger: ledger, clock: clock) else {
                 logger.info("\(name) skipped: another instance is sweeping")
                 return
             }

@@ -1,5 +1,5 @@
 import Foundation
-import Locking
+package import Locking
 package import Logging
 package import ServiceSupport
 package import WalletStore
@@ -27,18 +27,20 @@ package final class Upkeep: Sendable {
     private let readiness: Readiness
     private let migrate: Bool
     private let purge: Purge
+    private let clock: any WorkClock
     private let logger: Logger
     /// What must be read from the database once the schema is up, before
     /// the service counts as ready (the console's cookie key).
     private let afterSchema: @Sendable () throws -> Void
     private let state = Monitor(RunState())
 
-    package init(ledger: Ledger, readiness: Readiness, migrate: Bool, purge: Purge, logger: Logger,
-         afterSchema: @escaping @Sendable () throws -> Void) {
+    package init(ledger: Ledger, readiness: Readiness, migrate: Bool, purge: Purge, clock: any WorkClock, logger: Logger,
+                 afterSchema: @escaping @Sendable () throws -> Void) {
         self.ledger = ledger
         self.readiness = readiness
         self.migrate = migrate
         self.purge = purge
+        self.clock = clock
         self.logger = logger
         self.afterSchema = afterSchema
     }
@@ -48,7 +50,7 @@ package final class Upkeep: Sendable {
             bringSchemaUp(stopping)
             while !stopping() {
                 purgeExpired(stopping)
-                state.pause(seconds: purge.intervalSeconds)
+                state.pause(seconds: purge.intervalSeconds, on: clock)
             }
         }
     }
@@ -70,7 +72,7 @@ package final class Upkeep: Sendable {
                 logger.warning("database not ready; retrying", ["error": String(reflecting: error),
                                                                 "retry.seconds": String(backoffSeconds)])
             }
-            state.pause(seconds: backoffSeconds)
+            state.pause(seconds: backoffSeconds, on: clock)
             backoffSeconds = min(backoffSeconds * 2, 5)
         }
     }

@@ -1,4 +1,5 @@
 public import Foundation
+public import Locking
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
@@ -29,6 +30,10 @@ public enum StatusClass: String, Sendable, CaseIterable {
 /// 0.25 s to 4 s, as long as the pause ends before the deadline. Any other
 /// status is final, and so is a success. The request is built afresh for
 /// every attempt, so a signed token in it is always new.
+///
+/// The pauses are on the caller's clock, and each takes its whole length
+/// out of the call's time as that clock counts it, so a test's clock that
+/// ends them early makes the same attempts in less time, not more of them.
 public enum RetryingCall {
     public enum Answer: Sendable {
         /// A success, or a status that retrying does not change.
@@ -43,12 +48,16 @@ public enum RetryingCall {
     public static let retryAfterSecondsMax = 60.0
 
     /// `observe` gets each exchange's status class and its seconds; `name`
-    /// says which call failed in `unavailable`'s words.
+    /// says which call failed in `unavailable`'s words; `clock` times the
+    /// pauses between attempts.
     public static func send(name: String, responseBytesMax: Int, deadline: ContinuousClock.Instant,
-                            observe: (StatusClass, Double) -> Void,
+                            clock: any WorkClock = SystemClock(), observe: (StatusClass, Double) -> Void,
                             _ makeRequest: () throws -> URLRequest) -> Answer {
         var backoffSeconds = 0.25
         var lastFailure = "no attempt was made"
+        // Moved earlier by however much less real time a pause took than it
+        // lasted on the clock; on the real clock, the deadline as given.
+        var deadline = deadline
         // Bounded by the deadline: every pass waits or fails before it.
         while ContinuousClock.now < deadline {
             let request: URLRequest
@@ -74,7 +83,9 @@ public enum RetryingCall {
                 if let wait = retryAfterSeconds(retryAfter) { pauseSeconds = wait }
             }
             guard ContinuousClock.now + .seconds(pauseSeconds) < deadline else { break }
-            Thread.sleep(forTimeInterval: pauseSeconds)
+            let pauseStarted = ContinuousClock.now
+            clock.pause(seconds: pauseSeconds)
+            deadline = deadline - max(.zero, .seconds(pauseSeconds) - pauseStarted.duration(to: .now))
             backoffSeconds = min(backoffSeconds * 2, 4)
         }
         return .unavailable("\(name): \(lastFailure)")

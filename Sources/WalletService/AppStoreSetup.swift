@@ -1,7 +1,7 @@
 package import AppStore
 import Crypto
 import Foundation
-import Locking
+package import Locking
 package import Logging
 package import ServiceSupport
 import WalletCore
@@ -24,11 +24,6 @@ package enum AppStoreSetup {
             environments: Set(apple.environments.map { Environment(rawValue: $0) }), appAppleID: apple.appAppleID))
     }
 
-    /// What a signed transaction must say of its user to be credited.
-    package static func creditPolicy(_ apple: Configuration.Apple) -> CreditPolicy {
-        CreditPolicy(accountTokenNamespace: apple.accountTokenNamespace, requireAccountToken: apple.requireAccountToken)
-    }
-
     /// The verifyReceipt client, for StoreKit 1 receipts.
     package static func receiptVerifier(_ apple: Configuration.Apple) -> ReceiptVerifier {
         ReceiptVerifier(configuration: .init(
@@ -41,7 +36,8 @@ package enum AppStoreSetup {
     /// all there (`validateServerAPI`, which serving and reconciling run
     /// first, names what is missing). Reads the `.p8` file once; a message
     /// about it names the variable and the path, never the content.
-    package static func serverAPIClient(_ configuration: Configuration, metrics: Metrics, logger: Logger) throws -> ServerAPIClient? {
+    package static func serverAPIClient(_ configuration: Configuration, metrics: Metrics, logger: Logger,
+                                        clock: any WorkClock = SystemClock()) throws -> ServerAPIClient? {
         let api = configuration.apple.api
         guard let keyID = api.keyID, let issuerID = api.issuerID, let path = api.privateKeyFile,
               let bundleID = configuration.serverAPIBundleID else { return nil }
@@ -56,12 +52,12 @@ package enum AppStoreSetup {
             throw Configuration.ConfigurationError(variable: "WALLET_APPLE_API_PRIVATE_KEY_FILE",
                                                    message: "\(path) cannot be read")
         }
-        let unauthorizedLog = RateLimitedLog(intervalSeconds: 60)
+        let unauthorizedLog = RateLimitedLog(intervalSeconds: 60, clock: clock)
         return ServerAPIClient(
             configuration: .init(token: .init(keyID: keyID, issuerID: issuerID, bundleID: bundleID),
                                  productionURL: api.productionURL, sandboxURL: api.sandboxURL,
                                  timeoutSeconds: Double(api.timeoutSeconds)),
-            key: key,
+            key: key, clock: clock,
             observe: { endpoint, status, seconds in
                 metrics.observeAppleRequest(endpoint: endpoint, status: status, seconds: seconds)
             },

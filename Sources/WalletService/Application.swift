@@ -2,6 +2,7 @@ import AppStore
 import Foundation
 import GooglePlay
 import HTTPServer
+public import Locking
 public import Logging
 import ServiceAPI
 import ServiceConsole
@@ -32,7 +33,7 @@ public final class Application: Sendable {
     private let logger: Logger
 
     /// Every limit below comes from `configuration`, which checked it.
-    init(configuration: Configuration, database: DatabaseEndpoint, logger: Logger) throws {
+    init(configuration: Configuration, database: DatabaseEndpoint, logger: Logger, clock: any WorkClock) throws {
         self.configuration = configuration
         self.database = database
         self.logger = logger
@@ -54,19 +55,19 @@ public final class Application: Sendable {
                 lockTimeoutMilliseconds: configuration.lockTimeoutMilliseconds,
                 sessionConninfo: configuration.databaseSessionURL,
                 preparedStatements: configuration.databasePreparedStatements),
-            metrics: metrics, logger: logger)
+            metrics: metrics, logger: logger, clock: clock)
 
         router = Router()
         let apple = configuration.apple, google = configuration.google
         let environments = apple.environments.map { Environment(rawValue: $0) }
         let transactions = try AppStoreSetup.verifier(apple)
-        let serverAPI = try AppStoreSetup.serverAPIClient(configuration, metrics: metrics, logger: logger)
-        let googlePlay = try GooglePlaySetup.client(configuration, metrics: metrics)
-        let pushAuthenticator = GooglePlaySetup.pushAuthenticator(configuration, metrics: metrics)
+        let serverAPI = try AppStoreSetup.serverAPIClient(configuration, metrics: metrics, logger: logger, clock: clock)
+        let googlePlay = try GooglePlaySetup.client(configuration, metrics: metrics, clock: clock)
+        let pushAuthenticator = GooglePlaySetup.pushAuthenticator(configuration, metrics: metrics, clock: clock)
         let notifications = NotificationProcessor(
             ledger: ledger, verifier: transactions, metrics: metrics, readiness: readiness,
             queueConsumption: serverAPI != nil && apple.api.consumptionConsent,
-            refusals: NotificationRefusals(logger: logger), logger: logger)
+            refusals: NotificationRefusals(logger: logger, clock: clock), logger: logger)
         let googleVoids = googlePlay.map { [ledger, metrics] in
             GooglePlayVoids(client: $0, ledger: ledger, metrics: metrics, logger: logger)
         }
@@ -76,7 +77,9 @@ public final class Application: Sendable {
             googleVoids: googleVoids,
             settings: .init(
                 requestTimeoutSeconds: configuration.requestTimeoutSeconds, creditModes: configuration.creditVerification,
-                appleEnvironments: environments, creditPolicy: AppStoreSetup.creditPolicy(apple),
+                appleEnvironments: environments,
+                creditPolicy: CreditPolicy(accountTokenNamespace: apple.accountTokenNamespace,
+                                           requireAccountToken: apple.requireAccountToken),
                 receipts: AppStoreSetup.receiptVerifier(apple),
                 googlePolicy: PurchasePolicy(allowTestPurchases: google.allowTestPurchases,
                                              requireAccountID: google.requireAccountID),
@@ -84,10 +87,10 @@ public final class Application: Sendable {
                 storeLookups: .init(configuration.storeLookupThreads, configuration.storeLookupQueueDepthMax),
                 notifications: .init(configuration.notificationThreads, configuration.notificationQueueDepthMax),
                 googlePushes: .init(configuration.googlePushThreads, configuration.googlePushQueueDepthMax)),
-            logger: logger)
+            clock: clock, logger: logger)
 
         console = !configuration.adminConsole ? nil : SupportConsole(
-            router: router, ledger: ledger, readiness: readiness, threads: configuration.consoleThreads,
+            router: router, ledger: ledger, readiness: readiness, clock: clock, threads: configuration.consoleThreads,
             queueDepthMax: configuration.consoleQueueDepthMax, sessionMinutes: configuration.adminSessionMinutes,
             listenHost: configuration.listen.host, requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger)
 
@@ -116,7 +119,7 @@ public final class Application: Sendable {
                 reconcileIntervalMinutes: apple.api.reconcileIntervalMinutes, appleEnvironments: environments,
                 consumptionConsent: apple.api.consumptionConsent, refundPreference: apple.api.refundPreference,
                 voidedPollMinutes: google.voidedPollMinutes),
-            logger: logger,
+            clock: clock, logger: logger,
             afterSchema: { [console, startupReadSeconds = configuration.startupReadTimeoutSeconds] in
                 try console?.loadCookieKey(deadline: .now + .seconds(startupReadSeconds))
             })
@@ -157,12 +160,14 @@ public final class Application: Sendable {
 /// Builds the service from its configuration, which `load` (or, for one
 /// built in code, `validate`) has checked: this adds what serving needs, the
 /// one time it is checked. With no database URL it starts the embedded
-/// development database first.
-public func buildApplication(configuration: Configuration, logger: Logger) throws -> Application {
+/// development database first. `clock` is the real one but in tests, which
+/// move their own.
+public func buildApplication(configuration: Configuration, logger: Logger,
+                             clock: any WorkClock = SystemClock()) throws -> Application {
     try configuration.validateForServing()
     let database = try configuration.openDatabase(session: false, logger: logger)
     do {
-        return try Application(configuration: configuration, database: database, logger: logger)
+        return try Application(configuration: configuration, database: database, logger: logger, clock: clock)
     } catch {
         database.close()
         throw error

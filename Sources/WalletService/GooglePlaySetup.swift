@@ -1,5 +1,6 @@
 import Foundation
 package import GooglePlay
+package import Locking
 package import ServiceSupport
 import StoreHTTP
 
@@ -8,7 +9,8 @@ package enum GooglePlaySetup {
     /// The Android Publisher API client, or nil when Google Play is not set
     /// up. Reads the service account's key file once; a message about it
     /// names the variable and the path, never the content.
-    package static func client(_ configuration: Configuration, metrics: Metrics) throws -> PlayClient? {
+    package static func client(_ configuration: Configuration, metrics: Metrics,
+                               clock: any WorkClock = SystemClock()) throws -> PlayClient? {
         let google = configuration.google
         guard let path = google.serviceAccountFile, let packageName = google.packageName else { return nil }
         let account: ServiceAccount
@@ -29,7 +31,7 @@ package enum GooglePlaySetup {
         }
         return PlayClient(configuration: .init(packageName: packageName, apiURL: google.apiURL,
                                                timeoutSeconds: Double(google.apiTimeoutSeconds)),
-                          account: account,
+                          account: account, clock: clock,
                           observe: { endpoint, status, seconds in
                               metrics.observeGoogleRequest(endpoint: endpoint, status: status, seconds: seconds)
                           })
@@ -37,11 +39,12 @@ package enum GooglePlaySetup {
 
     /// The push authenticator, when the audience and service account are
     /// set (the configuration sets both or neither).
-    package static func pushAuthenticator(_ configuration: Configuration, metrics: Metrics) -> PushAuthenticator? {
+    package static func pushAuthenticator(_ configuration: Configuration, metrics: Metrics,
+                                          clock: any WorkClock = SystemClock()) -> PushAuthenticator? {
         let google = configuration.google
         guard let audience = google.pushAudience, let email = google.pushServiceAccount else { return nil }
-        return PushAuthenticator(configuration: .init(jwksURL: google.pushJWKSURL, audience: audience, serviceAccountEmail: email)) {
-            status, seconds in
+        return PushAuthenticator(configuration: .init(jwksURL: google.pushJWKSURL, audience: audience, serviceAccountEmail: email),
+                                 clock: clock) { status, seconds in
             metrics.observeGoogleKeysFetch(status: status.rawValue, seconds: seconds)
         }
     }

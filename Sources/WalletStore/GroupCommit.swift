@@ -68,9 +68,11 @@ public final class GroupCommit: Sendable {
     private let batchOperationsMax: Int
     private let metrics: any StoreMetrics
     private let logger: Logger
+    private let clock: any WorkClock
 
     init(writerCount: Int, batchOperationsMax: Int, queueDepthMax: Int = 4_096,
-         pool: ConnectionPool, metrics: any StoreMetrics, logger: Logger) {
+         pool: ConnectionPool, metrics: any StoreMetrics, logger: Logger, clock: any WorkClock = SystemClock()) {
+        self.clock = clock
         precondition(writerCount > 0 && batchOperationsMax > 0)
         queues = (0..<writerCount).map { _ in WorkQueue<Item>(depthMax: queueDepthMax) }
         self.queueDepthMax = queueDepthMax
@@ -169,7 +171,7 @@ public final class GroupCommit: Sendable {
                     // It never reached the server, or the server refused it
                     // before running it (a restart or a promotion under
                     // way): run it again while there is time.
-                    Self.pauseBeforeRetry(attempt)
+                    Self.pauseBeforeRetry(attempt, on: clock)
                     live = answerExpired(live)
                     continue
                 case .unavailable, .timeout, .outcomeUnknown:
@@ -224,7 +226,7 @@ public final class GroupCommit: Sendable {
                 let failure = StoreFailure(error)
                 if failure == .conflict && attempt < Self.aloneAttemptsMax { continue }
                 if failure == .notSent {
-                    Self.pauseBeforeRetry(attempt)
+                    Self.pauseBeforeRetry(attempt, on: clock)
                     continue
                 }
                 return .failure(failure.walletError ?? error)
@@ -241,10 +243,10 @@ public final class GroupCommit: Sendable {
     /// pool drops them all when it finds one broken, and a second run gets
     /// a fresh one), then 50 ms doubling to a second, while a failover
     /// completes. The callers stop at their items' deadlines.
-    static func pauseBeforeRetry(_ attempt: Int) {
+    static func pauseBeforeRetry(_ attempt: Int, on clock: any WorkClock) {
         guard attempt > 1 else { return }
         let milliseconds = min(50 << min(attempt - 2, 5), 1_000)
-        Thread.sleep(forTimeInterval: Double(milliseconds) / 1_000)
+        clock.pause(seconds: Double(milliseconds) / 1_000)
     }
 
     /// One transaction: all credits of the batch, then all debits, so a

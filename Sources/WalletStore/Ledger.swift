@@ -1,4 +1,5 @@
 import Foundation
+public import Locking
 public import Logging
 import Postgres
 public import WalletCore
@@ -65,8 +66,13 @@ public final class Ledger: Sendable {
     let balanceReads: BalanceReads
     let metrics: any StoreMetrics
     private let logger: Logger
+    /// What the pauses before retries and the server-thread reads' quiet
+    /// period are counted on.
+    let clock: any WorkClock
 
-    public init(configuration: Configuration, metrics: any StoreMetrics, logger: Logger) {
+    public init(configuration: Configuration, metrics: any StoreMetrics, logger: Logger,
+                clock: any WorkClock = SystemClock()) {
+        self.clock = clock
         self.metrics = metrics
         self.logger = logger
         let databaseLogger = Logger(label: "wallet.db", level: logger.level, metadata: logger.metadata)
@@ -95,8 +101,8 @@ public final class Ledger: Sendable {
         sessionConfiguration.connection.lockTimeoutMilliseconds = 0
         sessionPool = ConnectionPool(configuration: sessionConfiguration, logger: databaseLogger)
         groupCommit = GroupCommit(writerCount: configuration.writers, batchOperationsMax: configuration.batchOperationsMax,
-                                  pool: writerPool, metrics: metrics, logger: logger)
-        reads = ServerThreadReads(pool: pool, metrics: metrics)
+                                  pool: writerPool, metrics: metrics, logger: logger, clock: clock)
+        reads = ServerThreadReads(pool: pool, metrics: metrics, clock: clock)
         balanceReads = BalanceReads(reads: reads)
     }
 

@@ -55,19 +55,22 @@ extension LedgerStore {
         public var sentAt: Date?
     }
 
-    /// Takes up to `limit` due rows and leases them for `leaseSeconds`
-    /// (their next attempt moves on), so another instance does not send
-    /// them meanwhile.
-    static func claimOutbox(_ kinds: [OutboxKind], limit: Int, leaseSeconds: Int,
+    /// Takes up to `limit` rows due at `now` (on the sender's clock, which
+    /// also waits for them) and leases them for `leaseSeconds` (their next
+    /// attempt moves on), so another instance does not send them meanwhile.
+    static func claimOutbox(_ kinds: [OutboxKind], limit: Int, leaseSeconds: Int, now: Date,
                             on connection: Connection) throws -> [OutboxTask] {
         try connection.query("""
             WITH due AS (
                 SELECT o.kind, o.key FROM wallet.outbox o
-                WHERE o.status = \(literal: OutboxStatus.pending) AND o.next_attempt_at <= now() AND o.kind = ANY(\(kinds.map(\.rawValue))::text[])
+                WHERE o.status = \(literal: OutboxStatus.pending)
+                  AND o.next_attempt_at <= \(now)::timestamptz
+                  AND o.kind = ANY(\(kinds.map(\.rawValue))::text[])
                 ORDER BY o.next_attempt_at LIMIT \(limit) FOR UPDATE SKIP LOCKED
             ), leased AS (
                 UPDATE wallet.outbox o
-                SET next_attempt_at = now() + make_interval(secs => \(leaseSeconds)), updated_at = now()
+                SET next_attempt_at = \(now)::timestamptz + make_interval(secs => \(leaseSeconds)),
+                    updated_at = now()
                 FROM due WHERE o.kind = due.kind AND o.key = due.key
                 RETURNING o.*
             )
@@ -90,14 +93,15 @@ extension LedgerStore {
     }
 
     /// Records one attempt: `sent`, `failed`, or still `pending` until
-    /// `retryInSeconds` from now.
+    /// `retryInSeconds` after `now` (the sender's clock).
     static func recordOutboxAttempt(_ kind: OutboxKind, key: String, status: OutboxStatus, body: String?, error: String?,
-                                    retryInSeconds: Int, on connection: Connection) throws {
+                                    retryInSeconds: Int, now: Date, on connection: Connection) throws {
         try connection.query("""
             UPDATE wallet.outbox
             SET status = \(status), attempts = attempts + 1, last_error = \(error),
                 request_body = coalesce(\(body)::jsonb, request_body),
-                next_attempt_at = now() + make_interval(secs => \(retryInSeconds)), updated_at = now(),
+                next_attempt_at = \(now)::timestamptz + make_interval(secs => \(retryInSeconds)),
+                updated_at = now(),
                 sent_at = CASE WHEN \(status == .sent)::boolean THEN now() END
             WHERE kind = \(kind.rawValue) AND key = \(key) AND status = \(literal: OutboxStatus.pending)
             """)
@@ -119,17 +123,17 @@ extension LedgerStore {
 }
 
 extension Ledger {
-    public func claimOutbox(_ kinds: [OutboxKind], limit: Int, leaseSeconds: Int) throws -> [LedgerStore.OutboxTask] {
+    public func claimOutbox(_ kinds: [OutboxKind], limit: Int, leaseSeconds: Int, now: Date) throws -> [LedgerStore.OutboxTask] {
         try writeBounded(.statement, pool: pool, metrics: metrics, deadline: .now + .seconds(5)) {
-            try LedgerStore.claimOutbox(kinds, limit: limit, leaseSeconds: leaseSeconds, on: $0)
+            try LedgerStore.claimOutbox(kinds, limit: limit, leaseSeconds: leaseSeconds, now: now, on: $0)
         }
     }
 
     public func recordOutboxAttempt(_ kind: OutboxKind, key: String, status: OutboxStatus, body: String?, error: String?,
-                                    retryInSeconds: Int) throws {
+                                    retryInSeconds: Int, now: Date) throws {
         try writeBounded(.statement, pool: pool, metrics: metrics, deadline: .now + .seconds(5)) {
             try LedgerStore.recordOutboxAttempt(kind, key: key, status: status, body: body, error: error,
-                                                retryInSeconds: retryInSeconds, on: $0)
+                                                retryInSeconds: retryInSeconds, now: now, on: $0)
         }
     }
 }

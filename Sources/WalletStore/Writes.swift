@@ -1,3 +1,4 @@
+import Locking
 import Postgres
 import WalletCore
 
@@ -26,8 +27,10 @@ enum WriteShape {
     case transaction
 }
 
+/// The pause before a retry is on `clock`.
 func writeBounded<T>(_ shape: WriteShape, pool: ConnectionPool, metrics: any StoreMetrics,
-                     deadline: ContinuousClock.Instant, _ body: (Connection) throws -> T) throws -> T {
+                     deadline: ContinuousClock.Instant, clock: any WorkClock = SystemClock(),
+                     _ body: (Connection) throws -> T) throws -> T {
     var attempt = 0
     while true {
         attempt += 1
@@ -40,7 +43,7 @@ func writeBounded<T>(_ shape: WriteShape, pool: ConnectionPool, metrics: any Sto
             metrics.countDatabaseError(error)
             let failure = StoreFailure(error)
             if failure == .notSent, deadline > .now + GroupCommit.sendTimeMin {
-                GroupCommit.pauseBeforeRetry(attempt)
+                GroupCommit.pauseBeforeRetry(attempt, on: clock)
                 continue
             }
             throw failure.walletError ?? error

@@ -1,5 +1,6 @@
 import AppStore
 import Foundation
+import Locking
 import Logging
 import ServiceSupport
 import ServiceWorkers
@@ -72,7 +73,8 @@ enum ReconcileCommand {
             if let since {
                 for sweep in sweeps { summary.add(try sweep.sweep(from: since, to: until ?? Date())) }
             } else {
-                guard let swept = try Reconciler.sweepSinceMarks(sweeps, lockKey: lockKey, ledger: ledger) else {
+                guard let swept = try Reconciler.sweepSinceMarks(sweeps, lockKey: lockKey, ledger: ledger,
+                                                                 clock: SystemClock()) else {
                     return Run(summaryLine: line(summary), refusals: [],
                                failure: "another instance is sweeping now; try again, or pass --since")
                 }

@@ -113,6 +113,7 @@ def wait_until(description, predicate, seconds, interval=0.1):
             return value
         if time.monotonic() >= deadline:
             raise Failure(f"timed out after {seconds}s waiting for {description}")
+        # The poll's interval: the predicate is what is waited for.
         time.sleep(interval)
 
 
@@ -795,7 +796,10 @@ class Suite:
         driver = self.signed_in_browser()
         try:
             driver.get(f"{self.base}/admin/users/{HOSTILE_PLAYER}")
-            time.sleep(0.5)
+            # Loaded whole: a script in the page, or an image's error handler,
+            # would have run by now.
+            wait_until("the page to finish loading",
+                       lambda: driver.execute_script("return document.readyState") == "complete", 10)
             fired = no_alert(driver)
             check(fired is None, f"/admin/users/{HOSTILE_PLAYER}: {fired}")
             body = driver.find_element(By.TAG_NAME, "body").text
@@ -867,15 +871,18 @@ class Suite:
         check(live == "", f"GET /admin/keys: console-admin's revoked cell should be empty, got {live!r}")
 
         attempts = []
-        while True:
+
+        def signed_out():
             second.get(self.base + "/admin")
             attempts.append(round(time.monotonic() - revoked_at, 2))
-            if path_of(second) == "/admin/login":
-                break
-            check(time.monotonic() - revoked_at < REVOKE_DEADLINE_SECONDS,
-                  f"the revoked key's session still loads /admin {REVOKE_DEADLINE_SECONDS}s after the revocation "
-                  f"(loads at {attempts}s)")
-            time.sleep(0.25)
+            return path_of(second) == "/admin/login"
+
+        try:
+            wait_until("the revoked key's session to end", signed_out,
+                       REVOKE_DEADLINE_SECONDS - (time.monotonic() - revoked_at), interval=0.25)
+        except Failure:
+            raise Failure(f"the revoked key's session still loads /admin {REVOKE_DEADLINE_SECONDS}s after the "
+                          f"revocation (loads at {attempts}s)") from None
         check(element(second, "input#api-key") is not None, "the revoked session landed on /admin/login without its form")
         # The same through plain HTTP, for the status codes: the form's POST answers 303 to /admin/keys.
         cookie = self.http_sign_in(self.keys["admin"])

@@ -70,15 +70,18 @@ struct AccessTokenTests {
         let rig = try PlayRig()
         defer { rig.stop() }
         rig.fake.setPurchase(productID: "coins_100", token: "t1", .purchased())
-        // A two-second token is replaced after half its life.
+        // A two-second token is replaced after half its life, on the
+        // client's clock.
         rig.fake.accessTokenSeconds = 2
         _ = try rig.client.productPurchase(productID: "coins_100", token: "t1", deadline: rig.client.deadline())
         #expect(rig.fake.tokenGrants == 1)
-        // The token's life is what is under test: let half of it pass.
-        Thread.sleep(forTimeInterval: 1.2)
+        rig.clock.advance(by: .milliseconds(999))
+        _ = try rig.client.productPurchase(productID: "coins_100", token: "t1", deadline: rig.client.deadline())
+        #expect(rig.fake.tokenGrants == 1, "still inside the first half of its life")
+        rig.clock.advance(by: .milliseconds(1))
         _ = try rig.client.productPurchase(productID: "coins_100", token: "t1", deadline: rig.client.deadline())
         #expect(rig.fake.tokenGrants == 2)
-        #expect(rig.apiRequests.count == 2)
+        #expect(rig.apiRequests.count == 3)
         #expect(rig.apiRequests.allSatisfy { $0.authorized })
     }
 

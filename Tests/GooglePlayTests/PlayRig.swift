@@ -4,17 +4,19 @@ import Testing
 import TestSupport
 
 /// A fake Google Play and a client of it, with every exchange the client
-/// reports kept in order.
+/// reports kept in order. The client's clock stands still until a pause
+/// moves it: a retry's backoff takes no real time, and `clock` lists it.
 struct PlayRig {
     let fake: FakeGooglePlay
     let client: PlayClient
+    let clock = ManualClock(movesWithRealTime: false, advancingToEachWait: true)
     let observed = Observations()
 
     init(timeoutSeconds: Double = 5, account: ServiceAccount? = nil) throws {
         fake = try FakeGooglePlay()
         let observed = observed
         client = PlayClient(configuration: fake.configuration(timeoutSeconds: timeoutSeconds),
-                            account: account ?? fake.account) { endpoint, status, _ in
+                            account: account ?? fake.account, clock: clock) { endpoint, status, _ in
             observed.append(endpoint, status)
         }
     }

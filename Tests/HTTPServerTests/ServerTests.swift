@@ -603,9 +603,13 @@ struct ServerTests {
     @Test func clientResetMidResponseHarmsNothing() throws {
         let large = [UInt8](repeating: 120, count: 8 << 20)
         let later = Locked<Responder?>(nil)
+        let deferred = Signal()
         let test = try TestServer { router in
             router.add("GET", "/large", sync: { _ in Response(status: 200, body: large) })
-            router.add("GET", "/later") { _, responder in later.withLock { $0 = responder } }
+            router.add("GET", "/later") { _, responder in
+                later.withLock { $0 = responder }
+                deferred.fire()
+            }
             router.add("GET", "/health", sync: { _ in .text("ok") })
         }
         defer { test.server.shutdown() }
@@ -613,13 +617,14 @@ struct ServerTests {
         for _ in 0..<5 {
             let client = try test.client()
             try client.send(HTTPTestClient.requestBytes(method: "GET", path: "/large", port: test.port))
-            usleep(20_000)
+            // Reset once the answer has begun to arrive: mid-response.
+            #expect(client.isReadable(within: 10))
             client.reset()
         }
         // A client that gives up while its request is deferred.
         let waiting = try test.client()
         try waiting.send(HTTPTestClient.requestBytes(method: "GET", path: "/later", port: test.port))
-        for _ in 0..<100 where later.current == nil { usleep(10_000) }
+        try #require(deferred.wait(seconds: 5))
         waiting.reset()
         try #require(later.current).send(.text("too late"))
 
@@ -710,8 +715,9 @@ struct ServerTests {
             shutdownDone.fire()
         }
 
-        // While draining, new connections are refused.
-        usleep(150_000)
+        // While draining, new connections are refused: from the moment the
+        // server says it drains, its listening socket is shut.
+        try #require(test.log.waitForLine(containing: "HTTP server draining", seconds: 5))
         #expect(throws: HTTPTestClientError.connectFailed(errno: ECONNREFUSED)) { _ = try HTTPTestClient(port: port) }
 
         let response = try client.readResponse()
@@ -730,12 +736,16 @@ struct ServerTests {
 
     @Test func shutdownAnswersUnfinishedDeferredRequestsAfterTheGrace() throws {
         let stash = Locked<[Responder]>([])
+        let stashed = Signal()
         let test = try TestServer(configure: { $0.shutdownGraceSeconds = 1 }) { router in
-            router.add("GET", "/never") { _, responder in stash.withLock { $0.append(responder) } }
+            router.add("GET", "/never") { _, responder in
+                stash.withLock { $0.append(responder) }
+                stashed.fire()
+            }
         }
         let client = try test.client()
         try client.send(HTTPTestClient.requestBytes(method: "GET", path: "/never", port: test.port))
-        for _ in 0..<200 where stash.current.isEmpty { usleep(10_000) }
+        try #require(stashed.wait(seconds: 2))
         try #require(stash.current.count == 1)
 
         let started = HTTPTestClient.now()

@@ -5,16 +5,25 @@ import Locking
 import Logging
 import TestSupport
 
-/// Keeps every log line, so tests can check what was (and was not) logged.
+/// Keeps every log line, so tests can check what was (and was not) logged,
+/// and wait for a line.
 final class LogCapture: Sendable {
-    private let lines = Locked<[String]>([])
+    private let lines = Monitor<[String]>([])
 
     var sink: Logger.Sink {
-        Logger.Sink { line in self.lines.withLock { $0.append(line) } }
+        Logger.Sink { line in
+            self.lines.withLock { $0.append(line) }
+            self.lines.broadcast()
+        }
     }
 
     var text: String {
         lines.withLock { $0.joined() }
+    }
+
+    /// Waits until a line holding `text` is logged, at most `seconds`.
+    func waitForLine(containing text: String, seconds: Double) -> Bool {
+        lines.wait(until: .now + .seconds(seconds)) { $0.contains { $0.contains(text) } }
     }
 }
 

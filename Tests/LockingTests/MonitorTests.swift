@@ -47,23 +47,33 @@ struct MonitorTests {
         #expect(monitor.withLock { $0 } == 2)
     }
 
-    /// A change and a broadcast wake the waiter long before its deadline.
+    /// A change and a broadcast wake the waiter long before its deadline,
+    /// the change made once the waiter is waiting.
     @Test func aChangeWakesTheWaiter() {
         let monitor = Monitor(0)
+        let checked = DispatchSemaphore(value: 0)
         Thread {
-            // Most likely after the waiter is asleep; either order must work.
-            Thread.sleep(forTimeInterval: 0.05)
+            // The waiter checks under the lock and holds it until it waits:
+            // taking the lock after its first check is taking it once it waits.
+            guard checked.wait(timeout: .now() + 20) == .success else { return }
             monitor.withLock { $0 = 7 }
             monitor.broadcast()
         }.start()
         let started = ContinuousClock.now
-        let seen = monitor.wait(until: .now + .seconds(20), for: { $0 != 0 }) { value, _ in value }
+        var firstCheck = true
+        let seen = monitor.wait(until: .now + .seconds(20), for: { value in
+            if firstCheck {
+                firstCheck = false
+                checked.signal()
+            }
+            return value != 0
+        }) { value, _ in value }
         #expect(seen == 7)
         #expect(started.duration(to: .now) < .seconds(10))
     }
 
-    /// A deadline further off than one sleep of the condition variable is
-    /// still honoured: a change wakes the waiter.
+    /// A deadline further off than one timed wait of the condition variable
+    /// is still honoured: a change wakes the waiter.
     @Test func aFarDeadlineIsFine() {
         let monitor = Monitor(false)
         Thread {

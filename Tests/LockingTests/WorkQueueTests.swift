@@ -51,4 +51,27 @@ struct WorkQueueTests {
         #expect(all.count == 16_000)
         #expect(Set(all) == Set((0..<8).flatMap { producer in (0..<2_000).map { producer * 10_000 + $0 } }))
     }
+
+    /// Each thread runs under its name and index, as `top -H`, a debugger and
+    /// a test clock waiting for a worker see it; Linux keeps 15 bytes of it.
+    /// Many threads, since a name could be lost to a race at each start.
+    @Test func workerThreadsCarryTheirNames() {
+        let names = Locked<[Int: String]>([:])
+        let threads = WorkerThreads()
+        threads.start(count: 64, name: "test-named") { index in
+            let name = Thread.current.name ?? ""
+            names.withLock { $0[index] = name }
+        }
+        #expect(threads.wait(timeoutSeconds: 30))
+        let seen = names.withLock { $0 }
+        #expect(seen == Dictionary(uniqueKeysWithValues: (0..<64).map { ($0, "test-named-\($0)") }))
+
+        let long = WorkerThreads()
+        long.start(count: 1, name: "wallet-notifications") { _ in
+            let name = Thread.current.name ?? ""
+            names.withLock { $0[-1] = name }
+        }
+        #expect(long.wait(timeoutSeconds: 30))
+        #expect(names.withLock { $0[-1] } == "wallet-notifica")
+    }
 }

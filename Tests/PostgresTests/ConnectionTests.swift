@@ -92,6 +92,7 @@ struct ConnectionTests {
         var options = try TestDatabase.make()
         options.statementTimeoutMilliseconds = 100
         let connection = try Connection(options: options)
+        // The statement under test: pg_sleep outlasts the timeout.
         let error = try #require(throws: PostgresError.self) { try connection.execute("SELECT pg_sleep(5)") }
         #expect(error.sqlState == .queryCanceled)
     }
@@ -133,7 +134,8 @@ struct ConnectionTests {
         #expect(try settings(connection.prepared(show)) == expected)
         try connection.execute("COMMIT")
         #expect(try settings(connection.query(show)) == ["0", "0", "off"])
-        // The statement after the settings runs under them.
+        // The statement after the settings runs under them: pg_sleep, which
+        // outlasts their timeout.
         let error = try #require(throws: PostgresError.self) {
             try connection.withLocalSettings { try $0.query("SELECT pg_sleep(10)") }
         }
@@ -174,6 +176,7 @@ struct ConnectionTests {
         let outcome = Locked<PostgresError?>(nil)
         let thread = Thread {
             do {
+                // The statement the session ends under: pg_sleep, still running then.
                 _ = try connection.withLocalSettings { try $0.query("SELECT pg_sleep(30)") }
             } catch let error as PostgresError {
                 outcome.withLock { $0 = error }
@@ -209,6 +212,7 @@ struct ConnectionTests {
         let outcome = Locked<PostgresError?>(nil)
         let thread = Thread {
             do {
+                // The statement the session ends under: pg_sleep, still running then.
                 _ = try connection.withLocalSettings { try $0.query("SELECT pg_sleep(30)") }
             } catch let error as PostgresError {
                 outcome.withLock { $0 = error }

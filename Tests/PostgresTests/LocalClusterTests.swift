@@ -66,6 +66,7 @@ struct LauncherProcessTests {
 
     @Test func aProgramPastItsTimeIsKilled() {
         let started = ContinuousClock.now
+        // The program under test: /bin/sleep, which outlasts its time.
         #expect(throws: LocalCluster.LauncherError.timedOut(command: "/bin/sleep 60")) {
             try LocalCluster.execute("/bin/sleep", ["60"], timeoutSeconds: 1, outputPath: nil)
         }

@@ -114,7 +114,8 @@ struct MigratorTests {
 
     @Test func concurrentMigratorsApplyEachFileOnce() throws {
         let options = try TestDatabase.makeEmpty()
-        // Each migration appends to a log table; a double application would show.
+        // Each migration appends to a log table; a double application would
+        // show. Each also takes a moment (pg_sleep), so the migrators overlap.
         var files = [(name: "0001_log.sql", sql: "CREATE TABLE log (version INT); INSERT INTO log VALUES (1);")]
         for version in 2...6 {
             files.append((String(format: "%04d_step.sql", version),

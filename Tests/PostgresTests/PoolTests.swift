@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import Logging
 import Postgres
 import Synchronization
@@ -34,6 +35,8 @@ struct PoolTests {
         runOnThreads(24) { index in
             do {
                 let value = try pool.withConnection { connection in
+                    // Each holds its connection for a moment (pg_sleep), so
+                    // the others queue for the three.
                     try connection.query("SELECT \(index)::int, pg_sleep(0.01)")[0].decode(Int.self, at: 0)
                 }
                 if value == index { done.add(1, ordering: .relaxed) }
@@ -95,21 +98,30 @@ struct PoolTests {
         }
         // Two transactions lock the same two rows in opposite orders; the
         // server kills one as a deadlock, and withTransaction re-runs it.
+        // Each first run waits until both hold their first row, so the two
+        // do deadlock.
         let attempts = Atomic<Int>(0)
+        let holdingFirstRow = Monitor(0)
         let finished = runOnThreads(2) { index in
             let (a, b) = index == 0 ? (1, 2) : (2, 1)
+            var firstRun = true
             try? pool.withTransaction { connection in
                 attempts.add(1, ordering: .relaxed)
                 try connection.query("UPDATE acct SET n = n + 1 WHERE id = \(a)")
-                try connection.query("SELECT pg_sleep(0.3)")
+                if firstRun {
+                    firstRun = false
+                    holdingFirstRow.withLock { $0 += 1 }
+                    holdingFirstRow.broadcast()
+                    holdingFirstRow.wait(until: .now + .seconds(30)) { $0 == 2 }
+                }
                 try connection.query("UPDATE acct SET n = n + 1 WHERE id = \(b)")
             }
         }
         #expect(finished)
         let total = try pool.withConnection { try $0.query("SELECT sum(n) FROM acct")[0].decode(Int.self, at: 0) }
         #expect(total == 4)
-        // At least one deadlock victim ran again (on two busy cores, a retry can deadlock again).
-        #expect(attempts.load(ordering: .relaxed) >= 3)
+        // The deadlock's victim ran again, once.
+        #expect(attempts.load(ordering: .relaxed) == 3)
     }
 
     @Test func rollbackOnErrorLeavesNothing() throws {

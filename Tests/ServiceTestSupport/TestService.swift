@@ -1,6 +1,7 @@
 import Foundation
 public import TestSupport
 import HTTPServer
+public import Locking
 import Logging
 public import Postgres
 @testable public import WalletService
@@ -19,7 +20,10 @@ public final class TestService: @unchecked Sendable {
     public var port: UInt16 { application.port }
 
     /// Starts a service; `configure` may change the configuration first.
-    public init(database: Connection.Options? = nil, configure: (inout Configuration) -> Void = { _ in }) throws {
+    /// Its background work runs on `clock` (a `ManualClock` for a test that
+    /// moves time itself).
+    public init(database: Connection.Options? = nil, clock: any WorkClock = SystemClock(),
+                configure: (inout Configuration) -> Void = { _ in }) throws {
         let database = try database ?? TestDatabase.make()
         self.database = database
         let setup = try Connection(options: database)
@@ -42,7 +46,7 @@ public final class TestService: @unchecked Sendable {
         // What `Configuration.load` checks for a configuration it reads.
         try configuration.validate()
         application = try buildApplication(configuration: configuration,
-                                           logger: Logger(label: "wallet", level: .error, sink: .discard))
+                                           logger: Logger(label: "wallet", level: .error, sink: .discard), clock: clock)
         try application.start()
         guard application.waitUntilReady(timeoutSeconds: 30) else {
             application.shutdown()

@@ -234,21 +234,18 @@ final class ChaosService {
             guard HTTPTestClient.now() < deadline else {
                 throw NotReady(description: "wallet serve was not ready on port \(port) in time: \(output)")
             }
-            // Start-up failed, for instance on a port still held for a moment.
+            // Start-up failed, for instance on a port still held for a moment:
+            // the pause of this retry, whose next start is what it waits for.
             Thread.sleep(forTimeInterval: 0.25)
         }
     }
 
     private func waitForReady(deadline: Double) -> Bool {
-        while HTTPTestClient.now() < deadline {
-            if let client = try? HTTPTestClient(port: port, timeoutSeconds: 5) {
-                let status = (try? client.request(method: "GET", path: "/readyz"))?.status
-                client.close()
-                if status == 200 { return true }
-            }
-            Thread.sleep(forTimeInterval: 0.05)
+        waitFor(seconds: max(0, deadline - HTTPTestClient.now())) { [port] in
+            guard let client = try? HTTPTestClient(port: port, timeoutSeconds: 5) else { return false }
+            defer { client.close() }
+            return (try? client.request(method: "GET", path: "/readyz"))?.status == 200
         }
-        return false
     }
 
     func kill() {
@@ -322,6 +319,8 @@ struct ChaosController {
         try awaitAcknowledged(100, while: "starting a burst")
         let busyUntil = HTTPTestClient.now() + 10
         while shared.inFlight.load(ordering: .relaxed) < ChaosRun.clientCount / 2, HTTPTestClient.now() < busyUntil {
+            // A fine poll of the clients' counter, not a guess: the moment
+            // half of them wait for an answer passes within milliseconds.
             usleep(200)
         }
         try killAndRestart(name: "SIGKILL mid-burst")
@@ -339,6 +338,8 @@ struct ChaosController {
                   !shared.givingUp.load(ordering: .relaxed) else {
                 throw Stalled(description: "stalled while \(phase): \(acknowledged) of \(target) acknowledged")
             }
+            // The poll's interval; the acknowledgements are what it waits for,
+            // and a minute without one is a stall.
             Thread.sleep(forTimeInterval: 0.01)
             let latest = shared.tally.acknowledged
             if latest > acknowledged { progressed = HTTPTestClient.now() }
@@ -387,6 +388,7 @@ struct ChaosClient {
                 debit(user)
             }
             if !shared.burst.load(ordering: .relaxed) {
+                // The client's pace between operations outside a burst: load.
                 Thread.sleep(forTimeInterval: Double(5 + random.below(20)) / 1000)
             }
         }
@@ -521,6 +523,7 @@ struct ChaosClient {
         guard let client = try? HTTPTestClient(port: shared.port, timeoutSeconds: 2) else { return }
         try? client.send(HTTPTestClient.requestBytes(method: "POST", path: call.path, headers: call.headers,
                                                      body: call.body, port: shared.port))
+        // Gone at a random moment, before or while the service works on it.
         if random.chance(50) { Thread.sleep(forTimeInterval: Double(random.below(20)) / 1000) }
         client.reset()
         shared.tally.abandoned()
@@ -575,6 +578,7 @@ struct ChaosClient {
                 shared.tally.unresolved(call.identity, attempts: attempts)
                 return nil
             }
+            // The client's backoff before it retries, as a careful caller's.
             let backoffSeconds = min(0.4, 0.01 * Double(1 << min(attempts, 6))) + Double(random.below(20)) / 1000
             Thread.sleep(forTimeInterval: backoffSeconds)
         }

@@ -173,7 +173,8 @@ public final class FakeGoogleCerts: Sendable {
             state.fetchCount += 1
             return (state.published, state.failureStatus, state.answerDelaySeconds)
         }
-        // Latency on purpose, so concurrent callers overlap with the fetch.
+        // Latency on purpose, so concurrent callers overlap with the fetch: a
+        // slow Google is the behaviour under test.
         if delaySeconds > 0 { Thread.sleep(forTimeInterval: delaySeconds) }
         if let failureStatus {
             return Response(status: failureStatus, headers: [("Content-Type", "application/json")],

@@ -1,4 +1,5 @@
 public import Foundation
+import Locking
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -49,7 +50,7 @@ public final class FakeVerifyReceiptServer: @unchecked Sendable {
     private let reply: Reply
     private let lock = NSLock()
     private var recorded: [Request] = []
-    private var stopRequested = false
+    private let stopRequested = Monitor(false)
     private let exited = DispatchSemaphore(value: 0)
 
     public init(reply: Reply) throws {
@@ -70,12 +71,13 @@ public final class FakeVerifyReceiptServer: @unchecked Sendable {
 
     /// Stops accepting, ends a silent reply, and waits for the thread.
     public func stop() {
-        lock.withLock { stopRequested = true }
+        stopRequested.withLock { $0 = true }
+        stopRequested.broadcast()
         _ = exited.wait(timeout: .now() + 5)
     }
 
     private var isStopping: Bool {
-        lock.withLock { stopRequested }
+        stopRequested.withLock { $0 }
     }
 
     // MARK: - Sockets
@@ -145,10 +147,8 @@ public final class FakeVerifyReceiptServer: @unchecked Sendable {
         case .raw(let text):
             write(connection, Array(text.utf8))
         case .silence:
-            // Bounded by the lifetime.
-            while !isStopping, Date() < end {
-                usleep(UInt32(Self.pollMilliseconds) * 1000)
-            }
+            // Until the server stops, bounded by the lifetime.
+            stopRequested.wait(until: .now + .seconds(max(0, end.timeIntervalSinceNow))) { $0 }
         }
     }
 

@@ -14,6 +14,8 @@ public func runProcess(_ arguments: [String], environment: [String: String]? = n
     process.standardOutput = output
     process.standardError = error
     process.standardInput = input
+    let exited = DispatchSemaphore(value: 0)
+    process.terminationHandler = { _ in exited.signal() }
     try process.run()
     if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
     try input.fileHandleForWriting.close()
@@ -27,9 +29,7 @@ public func runProcess(_ arguments: [String], environment: [String: String]? = n
     }
     errorReader.start()
     let outputData = output.fileHandleForReading.readDataToEndOfFile()
-    let deadline = Date(timeIntervalSinceNow: timeoutSeconds)
-    while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
-    if process.isRunning { process.terminate() }
+    if exited.wait(timeout: .now() + timeoutSeconds) == .timedOut { process.terminate() }
     process.waitUntilExit()
     // The pipe's last writer has exited, so the reader reaches its end.
     guard errorRead.wait(timeout: .now() + timeoutSeconds) == .success else {

@@ -1,13 +1,16 @@
 import Foundation
 import Locking
-import Synchronization
 
-/// A `wallet serve` process, with its standard output collected.
+/// A `wallet serve` process, with its standard output collected. Every
+/// wait on it (for the port, a line, the end of the output, the exit) is
+/// woken by what it waits for, with a deadline.
 public final class ServerProcess: Sendable {
-    private final class Buffer: Sendable {
-        let text = Locked<String>("")
+    private struct Collected: Sendable {
+        var text = ""
         /// Set once the pipe reports end of file: every byte written is in `text`.
-        let ended = Atomic<Bool>(false)
+        var ended = false
+        /// Set once the process has exited.
+        var exitStatus: Int32?
     }
 
     /// The `wallet` executable, built beside the test bundle.
@@ -18,7 +21,7 @@ public final class ServerProcess: Sendable {
     }()
 
     private let process: Process
-    private let collected = Buffer()
+    private let collected = Monitor(Collected())
 
     /// With `capturingLog`, standard error (the JSON log) joins `output`.
     public init(binary: String, environment: [String: String], arguments: [String] = ["serve"],
@@ -38,44 +41,45 @@ public final class ServerProcess: Sendable {
             let data = handle.availableData
             if data.isEmpty {
                 handle.readabilityHandler = nil
-                collected.ended.store(true, ordering: .releasing)
+                collected.withLock { $0.ended = true }
             } else {
-                collected.text.withLock { $0 += String(decoding: data, as: UTF8.self) }
+                collected.withLock { $0.text += String(decoding: data, as: UTF8.self) }
             }
+            collected.broadcast()
+        }
+        process.terminationHandler = { process in
+            let status = process.terminationStatus
+            collected.withLock { $0.exitStatus = status }
+            collected.broadcast()
         }
         try process.run()
     }
 
-    public var output: String { collected.text.withLock { $0 } }
+    public var output: String { collected.withLock { $0.text } }
     public var processID: Int32 { process.processIdentifier }
 
     /// The port from the banner line `… listening on http://host:port`.
     public func waitForPort(seconds: Double = 30) throws -> UInt16 {
-        let deadline = Date(timeIntervalSinceNow: seconds)
-        while Date() < deadline {
-            if let line = output.split(separator: "\n").first(where: { $0.contains("listening on http://") }),
-               let port = line.split(separator: ":").last.flatMap({ UInt16($0.trimmingCharacters(in: .whitespaces)) }) {
-                return port
-            }
-            guard process.isRunning else { break }
-            Thread.sleep(forTimeInterval: 0.05)
+        let port = collected.wait(until: .now + .seconds(seconds), for: { Self.port(in: $0.text) != nil || $0.exitStatus != nil }) {
+            state, _ in Self.port(in: state.text)
         }
-        throw ServerProcessError.noPort(output: output)
+        guard let port else { throw ServerProcessError.noPort(output: output) }
+        return port
+    }
+
+    private static func port(in text: String) -> UInt16? {
+        guard let line = text.split(separator: "\n").first(where: { $0.contains("listening on http://") }) else { return nil }
+        return line.split(separator: ":").last.flatMap { UInt16($0.trimmingCharacters(in: .whitespaces)) }
     }
 
     public func waitForOutput(containing text: String, seconds: Double) -> Bool {
-        let deadline = Date(timeIntervalSinceNow: seconds)
-        while Date() < deadline {
-            if output.contains(text) { return true }
-            Thread.sleep(forTimeInterval: 0.05)
-        }
-        return false
+        collected.wait(until: .now + .seconds(seconds)) { $0.text.contains(text) }
     }
 
     /// Waits until the process's standard output has ended (it exited, or
     /// closed it), at most `seconds`; then `output` holds all it wrote.
     public func waitForEndOfOutput(seconds: Double) -> Bool {
-        waitFor(seconds: seconds) { collected.ended.load(ordering: .acquiring) }
+        collected.wait(until: .now + .seconds(seconds)) { $0.ended }
     }
 
     public func signal(_ signal: Int32) {
@@ -84,9 +88,7 @@ public final class ServerProcess: Sendable {
 
     /// The exit status, or nil if it is still running at the deadline.
     public func waitForExit(seconds: Double) -> Int32? {
-        let deadline = Date(timeIntervalSinceNow: seconds)
-        while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
-        return process.isRunning ? nil : process.terminationStatus
+        collected.wait(until: .now + .seconds(seconds), for: { $0.exitStatus != nil }) { state, _ in state.exitStatus }
     }
 
     /// SIGKILL, if it still runs.

@@ -25,12 +25,15 @@ public func runOnThreads(_ count: Int, timeoutSeconds: Double = 60, _ body: @esc
 }
 
 /// Polls `condition` until it holds, at most `seconds`. For a test that must
-/// wait for state it cannot be told about (a lock wait, a closed socket);
-/// returns whether the condition held by the deadline.
+/// wait for state it cannot be told about (a lock wait, a closed socket, a
+/// row); returns whether the condition held by the deadline. The one poll
+/// interval the tests have: every other wait is woken by what it waits for.
 public func waitFor(seconds: Double, _ condition: () -> Bool) -> Bool {
     let deadline = Date(timeIntervalSinceNow: seconds)
     while Date() < deadline {
         if condition() { return true }
+        // The poll's interval, not a guess that something has happened: the
+        // condition is looked at again after it.
         Thread.sleep(forTimeInterval: 0.02)
     }
     return condition()

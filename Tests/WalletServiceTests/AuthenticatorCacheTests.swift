@@ -14,8 +14,9 @@ struct AuthenticatorCacheTests {
     @Test func aFloodOfUnknownKeysNeitherEvictsValidOnesNorCostsALookupEachRepeat() throws {
         let service = try TestService()
         defer { service.stop() }
-        let authenticator = Authenticator(ledger: service.application.ledger, timeToLiveSeconds: 1, entriesMax: 8,
-                                          missesMax: 64)
+        let clock = ManualClock(movesWithRealTime: false)
+        let authenticator = Authenticator(ledger: service.application.ledger, clock: clock, timeToLiveSeconds: 1,
+                                          entriesMax: 8, missesMax: 64)
         let valid = "Bearer " + service.gameServerKey
         #expect(try authenticator.client(authorization: valid).name == "game-server")
         #expect(authenticator.lookups == 1)
@@ -31,21 +32,23 @@ struct AuthenticatorCacheTests {
         #expect(try authenticator.client(authorization: valid).name == "game-server")
         #expect(authenticator.lookups == 1_001)
 
-        // A repeated unknown key costs one lookup per cache period.
+        // A repeated unknown key costs one lookup per cache period: the
+        // first try, then none until the period is over, however many tries.
         let unknown = "Bearer " + APIKeys.makeSecret()
         let before = authenticator.lookups
-        let started = ContinuousClock.now
-        var calls = 0
-        while authenticator.lookups < before + 2, ContinuousClock.now < started + .seconds(20) {
-            #expect(throws: WalletError.unauthorized) { try authenticator.client(authorization: unknown) }
-            calls += 1
-            Thread.sleep(forTimeInterval: 0.02)
+        func tryUnknown(_ times: Int) {
+            for _ in 0..<times {
+                #expect(throws: WalletError.unauthorized) { try authenticator.client(authorization: unknown) }
+            }
         }
-        let elapsed = started.duration(to: .now)
-        // Two lookups took a whole period, however many tries were made.
-        #expect(authenticator.lookups == before + 2)
-        #expect(elapsed >= .seconds(1))
-        #expect(calls > 2)
+        tryUnknown(20)
+        #expect(authenticator.lookups == before + 1)
+        clock.advance(by: .milliseconds(999))
+        tryUnknown(20)
+        #expect(authenticator.lookups == before + 1, "still inside the period")
+        clock.advance(by: .milliseconds(1))
+        tryUnknown(20)
+        #expect(authenticator.lookups == before + 2, "one lookup for the next period")
     }
 
     /// With room for two of each, a key in use and an unknown secret that
@@ -54,8 +57,8 @@ struct AuthenticatorCacheTests {
     @Test func entriesInUseOutlastNewOnes() throws {
         let service = try TestService()
         defer { service.stop() }
-        let authenticator = Authenticator(ledger: service.application.ledger, timeToLiveSeconds: 60, entriesMax: 2,
-                                          missesMax: 2)
+        let authenticator = Authenticator(ledger: service.application.ledger, clock: ManualClock(movesWithRealTime: false),
+                                          timeToLiveSeconds: 60, entriesMax: 2, missesMax: 2)
         let admin = "Bearer " + service.adminKey
         #expect(try authenticator.client(authorization: admin).name == "admin")
         #expect(try authenticator.client(authorization: "Bearer " + service.gameServerKey).name == "game-server")

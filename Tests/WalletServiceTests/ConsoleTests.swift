@@ -363,12 +363,15 @@ struct ConsoleTests {
     }
 
     @Test func theLimiterRefillsAndStaysBounded() {
-        let limiter = SignInLimiter(burst: 2, refillSeconds: 0.2, addressesMax: 3)
+        let clock = ManualClock(movesWithRealTime: false)
+        let limiter = SignInLimiter(burst: 2, refillSeconds: 0.2, addressesMax: 3, clock: clock)
         limiter.failed("a")
         #expect(limiter.refusal(for: "a") == nil)
         limiter.failed("a")
         #expect(limiter.refusal(for: "a") != nil)
-        Thread.sleep(forTimeInterval: 0.25)
+        clock.advance(by: .milliseconds(199))
+        #expect(limiter.refusal(for: "a") != nil, "not refilled yet")
+        clock.advance(by: .milliseconds(1))
         #expect(limiter.refusal(for: "a") == nil, "refilled")
         // Past the bound, the address seen least recently is forgotten ("a",
         // then "b"); the others keep their limits.
@@ -387,7 +390,7 @@ struct ConsoleTests {
     /// addresses nobody has seen for longest make room, not the victim.
     @Test func aFloodOfAddressesDoesNotLiftTheLimitOfOneStillTrying() {
         // An hour a token, so no bucket refills while the test runs.
-        let limiter = SignInLimiter(burst: 10, refillSeconds: 3_600)
+        let limiter = SignInLimiter(burst: 10, refillSeconds: 3_600, clock: ManualClock(movesWithRealTime: false))
         let victim = "203.0.113.7"
         for _ in 0..<10 { limiter.failed(victim) }
         #expect(limiter.refusal(for: victim) != nil)

@@ -209,25 +209,6 @@ struct GooglePlayCreditTests {
         #expect(try mended.json()["credit"]?["amount"] == 600)
         #expect(try rig.count("SELECT balance FROM wallet.wallets WHERE user_id = 'droid-21'") == 600)
     }
-
-    @Test func theConsumeIsRetriedThroughGoogleFailures() throws {
-        let rig = try GooglePlayRig()
-        defer { rig.stop() }
-        rig.google.setPurchase(productID: "guodong600", token: "tok-retry", .purchased(orderId: "GPA.8-1"))
-        // More 500s than one attempt (its retries within 2 s included) gets through.
-        rig.google.fail(.init(status: 500, pathContaining: ":consume"), count: 5)
-        #expect(try rig.credit(token: "tok-retry", userID: "droid-7").status == 201)
-        #expect(waitFor(seconds: 60) {
-            (try? rig.count("SELECT count(*) FROM wallet.outbox WHERE kind = 'googleplay_consume' AND status = 'sent'")) == 1
-        })
-        #expect(try rig.count("SELECT attempts FROM wallet.outbox WHERE key = 'tok-retry'") >= 2)
-        #expect(rig.google.consumed.map(\.token) == ["tok-retry"])
-        let metrics = try rig.request("GET", "/metrics", key: nil, body: nil).text
-        #expect(metrics.contains(#"wallet_googleplay_consume_total{outcome="sent"} 1"#))
-        #expect(metrics.contains(#"wallet_googleplay_consume_total{outcome="retried"} "#))
-        #expect(!metrics.contains(#"wallet_googleplay_consume_total{outcome="retried"} 0"#))
-        #expect(metrics.contains(#"wallet_googleplay_api_requests_total{endpoint="consume_product_purchase",status="5xx"} "#))
-    }
 }
 
 /// Google Play's settings: each refused with a message that names it.

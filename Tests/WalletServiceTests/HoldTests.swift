@@ -236,9 +236,11 @@ struct HoldTests {
         let service = try Self.service(granting: 10_000, to: "racer")
         defer { service.stop() }
         for round in 0..<6 {
-            // Expiring a second after placing, while capture and release race.
             let placed = try Self.hold(service, user: "racer", amount: 100, key: "h-\(round)", expiresIn: 1)
             let id = try Self.id(placed)
+            // Expiring a second after placing, while capture and release race:
+            // the sleep is the race's timing, not synchronisation. PostgreSQL's
+            // clock decides expiry, so no clock of the service can stand in.
             Thread.sleep(forTimeInterval: 0.9 + Double(round) * 0.04)
             let statuses = Locked<[String: Int]>([:])
             #expect(runOnThreads(8) { index in

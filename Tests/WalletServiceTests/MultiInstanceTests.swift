@@ -68,6 +68,8 @@ struct MultiInstanceTests {
                 lastError = "\(error)"
             }
             retries.withLock { $0 += 1 }
+            // The careful client's pause before it retries: its behaviour,
+            // not a wait for the service (the next answer is what it waits for).
             Thread.sleep(forTimeInterval: 0.05)
         }
         return Answer(status: 0, replayed: false, body: lastError, code: nil)

@@ -249,9 +249,8 @@ struct NotificationWorkTests {
     @Test func refusalsAreKeptOnceASecondPerReasonAndLoggedWithinABound() {
         let lines = Locked<[String]>([])
         let logger = Logger(label: "wallet", level: .info, sink: Logger.Sink { line in lines.withLock { $0.append(line) } })
-        let start = ContinuousClock.now
-        let elapsed = Locked<Duration>(.zero)
-        let refusals = NotificationRefusals(logger: logger, clock: { start + elapsed.withLock { $0 } })
+        let clock = ManualClock(movesWithRealTime: false)
+        let refusals = NotificationRefusals(logger: logger, clock: clock)
         let junk = NotificationRefusals.Kind(reason: .bad_signature, appleSigned: false)
         let malformed = NotificationRefusals.Kind(reason: .malformed, appleSigned: false)
         let signed = NotificationRefusals.Kind(reason: .bundle_mismatch, appleSigned: true)
@@ -261,9 +260,9 @@ struct NotificationWorkTests {
         #expect(first.dropFirst().allSatisfy { $0 == nil })
         #expect(refusals.refused(malformed, requestID: nil) == 1, "each reason has its own second")
         #expect((0..<5).map { _ in refusals.refused(signed, requestID: nil) } == [1, 1, 1, 1, 1])
-        elapsed.withLock { $0 = .milliseconds(999) }
+        clock.advance(by: .milliseconds(999))
         #expect(refusals.refused(junk, requestID: nil) == nil)
-        elapsed.withLock { $0 = .milliseconds(1_000) }
+        clock.advance(by: .milliseconds(1))
         #expect(refusals.refused(junk, requestID: nil) == 101, "itself and the 100 not kept since the first")
         #expect(refusals.refused(junk, requestID: nil) == nil)
 
@@ -275,7 +274,7 @@ struct NotificationWorkTests {
         #expect(logged("malformed").count == 1)
         #expect(!lines.withLock { $0 }.contains { $0.contains("log.suppressed") })
         // A minute on, the next line says how many were left out: 103 refusals, 10 of them logged.
-        elapsed.withLock { $0 = .seconds(61) }
+        clock.advance(by: .seconds(60))
         #expect(refusals.refused(junk, requestID: nil) == 2)
         let resumed = logged("bad_signature")
         #expect(resumed.count == NotificationRefusals.logLinesMax + 1)
@@ -319,10 +318,7 @@ struct NotificationWorkTests {
         // The held notifications cannot finish, so every answer before the
         // release is a refusal; wait for all that cannot fit.
         let refusalsExpected = senders - threads - queueDepthMax
-        let waitUntil = ContinuousClock.now + .seconds(30)
-        while answers.withLock({ $0.count }) < refusalsExpected, ContinuousClock.now < waitUntil {
-            Thread.sleep(forTimeInterval: 0.01)
-        }
+        _ = waitFor(seconds: 30) { answers.withLock { $0.count } >= refusalsExpected }
         try blocker.execute("ROLLBACK")
         blocker.close()
         #expect(done.wait(timeout: .now() + 55) == .success)

@@ -82,12 +82,7 @@ struct OperationsTests {
 
         try cluster.start()
         let back = Date()
-        var status = 0
-        while status != 200, Date().timeIntervalSince(back) < 10 {
-            status = try service.request("GET", "/readyz").status
-            if status != 200 { Thread.sleep(forTimeInterval: 0.2) }
-        }
-        #expect(status == 200)
+        #expect(waitFor(seconds: 10) { (try? service.request("GET", "/readyz").status) == 200 })
         #expect(Date().timeIntervalSince(back) < 5)
         #expect(try service.credit(userID: "u", flowNo: "after-restart").status == 201)
     }

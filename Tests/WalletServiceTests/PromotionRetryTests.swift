@@ -39,8 +39,15 @@ struct PromotionRetryTests {
             answer.withLock { $0 = response }
         }
         thread.start()
-        // The write keeps being refused and retried: no answer, no debit.
-        Thread.sleep(forTimeInterval: 2)
+        // The write keeps being refused and retried: five refusals (counted
+        // as the database unavailable), and still no answer, no debit.
+        func readOnlyRefusals() -> Int {
+            let metrics = (try? StallTests.get(port: port, path: "/metrics")).map { String(decoding: $0.body, as: UTF8.self) }
+            let prefix = #"wallet_db_errors_total{kind="unavailable"} "#
+            let line = metrics?.split(separator: "\n").first { $0.hasPrefix(prefix) }
+            return line.flatMap { Int($0.dropFirst(prefix.count)) } ?? 0
+        }
+        #expect(waitFor(seconds: 20) { readOnlyRefusals() >= 5 })
         #expect(answer.withLock { $0 } == nil)
         func balance() throws -> Int64 {
             try admin.query("SELECT balance FROM wallet.wallets WHERE user_id = 'promoted'")[0].decode(Int64.self, at: 0)

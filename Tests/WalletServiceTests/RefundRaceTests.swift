@@ -104,6 +104,8 @@ struct RefundRaceTests {
                 // so does this test, racing whatever credits are still queued.
                 let retryUntil = Date(timeIntervalSinceNow: 30)
                 while !isCredit, response.status == 503, Date() < retryUntil {
+                    // Apple's pause before it sends again, shortened: the
+                    // sender's behaviour, not a wait for the service.
                     Thread.sleep(forTimeInterval: 0.01)
                     response = try client.request(method: "POST", path: "/v1/appstore/notifications",
                                                   headers: TestService.headers(key: nil, json: ""), body: refunds[flow])
@@ -136,15 +138,11 @@ struct RefundRaceTests {
     }
 
     static func waitForReady(port: UInt16, seconds: Double) -> Bool {
-        let deadline = Date(timeIntervalSinceNow: seconds)
-        while Date() < deadline {
-            if let client = try? HTTPTestClient(port: port, timeoutSeconds: 5) {
-                defer { client.close() }
-                if let response = try? client.request(method: "GET", path: "/readyz"), response.status == 200 { return true }
-            }
-            Thread.sleep(forTimeInterval: 0.1)
+        waitFor(seconds: seconds) {
+            guard let client = try? HTTPTestClient(port: port, timeoutSeconds: 5) else { return false }
+            defer { client.close() }
+            return (try? client.request(method: "GET", path: "/readyz"))?.status == 200
         }
-        return false
     }
 }
 

@@ -259,35 +259,6 @@ struct ServerAPITests {
         #expect(String(decoding: sent, as: UTF8.self) == #"{"endDate":\#(end),"startDate":\#(start)}"#)
     }
 
-    @Test func theServiceSweepsOnItsOwnAndKeepsItsMark() throws {
-        let rig = try ServerAPIRig(extra: ["WALLET_APPLE_RECONCILE_INTERVAL_MINUTES": "1"])
-        defer { rig.stop() }
-        rig.fixture.appleKnows("3000000550", environment: "Production")
-        #expect(try rig.credit(flowNo: "3000000550", userID: "s1").status == 201)
-        rig.api.addNotification(rig.fixture.notification("REFUND", flowNo: "3000000550", uuid: RefundNotifications.uuid(550)),
-                                signedDateMilliseconds: rig.nowMilliseconds(), environment: "Production")
-        // The first sweep runs a few seconds after start.
-        #expect(waitFor(seconds: 30) {
-            (try? rig.count("SELECT count(*) FROM wallet.appstore_reconcile_marks")) == 2
-        })
-        #expect(try rig.count("SELECT count(*) FROM wallet.credits WHERE status = 'refunded'") == 1)
-        #expect(try rig.count("SELECT count(*) FROM wallet.appstore_notifications WHERE outcome = 'refunded'") == 1)
-        // Only one sweeper at a time: the command finds the lock free again
-        // and everything already recorded.
-        let manual = try rig.reconcile([])
-        #expect(manual.status == 0, "\(manual.error)")
-        #expect(Self.summary(manual.output)["already"] == 1)
-        // The second sweep starts an hour before the first one's end.
-        let bodies = rig.api.received(pathContaining: "/notifications/history").filter { $0.environment == "Production" }
-            .compactMap(\.bodyJSON)
-        #expect(bodies.count == 2)
-        if bodies.count == 2 {
-            let firstEnd = (bodies[0]["endDate"] as? NSNumber)?.int64Value ?? 0
-            let secondStart = (bodies[1]["startDate"] as? NSNumber)?.int64Value ?? 0
-            #expect(abs(firstEnd - 3_600_000 - secondStart) < 5, "\(firstEnd) \(secondStart)")
-        }
-    }
-
     // MARK: Consumption answers
 
     @Test func consumptionRequestsAreAnsweredWithWhatWasSpent() throws {
@@ -374,32 +345,6 @@ struct ServerAPITests {
         #expect(try rig.count("SELECT count(*) FROM wallet.outbox WHERE kind = 'appstore_consumption'") == 1)
         let after = try rig.request("GET", "/metrics", key: nil, body: nil).text
         #expect(after.contains(#"wallet_appstore_consumption_total{outcome="queued"} 1"#))
-    }
-
-    @Test func theOutboxRetriesAfterAppleFailsAndThenAccepts() throws {
-        let rig = try ServerAPIRig()
-        defer { rig.stop() }
-        rig.fixture.appleKnows("3000000800", environment: "Production")
-        #expect(try rig.credit(flowNo: "3000000800", userID: "o1").status == 201)
-        // Failing past one call's two seconds: the row waits for its next turn.
-        rig.api.fail(.init(status: 500, pathContaining: "/transactions/consumption/"), count: 1_000)
-        #expect(try rig.push(rig.fixture.notification("CONSUMPTION_REQUEST", flowNo: "3000000800",
-                                              uuid: RefundNotifications.uuid(800))) == 200)
-        #expect(waitFor(seconds: 30) {
-            (try? rig.count("SELECT attempts FROM wallet.outbox WHERE kind = 'appstore_consumption' AND status = 'pending'")) == 1
-        })
-        let pending = try rig.rows("SELECT status, last_error IS NOT NULL FROM wallet.outbox")
-        #expect(pending == [["pending", "t"]])
-
-        rig.api.clearFailures()
-        #expect(waitFor(seconds: 30) {
-            (try? rig.count("SELECT count(*) FROM wallet.outbox WHERE kind = 'appstore_consumption' AND status = 'sent'")) == 1
-        })
-        let list = try rig.walletCommand(["appstore", "consumption", "list"])
-        #expect(list.status == 0, "\(list.error)")
-        let line = list.output.split(separator: "\n").first { $0.contains("3000000800") }.map(String.init) ?? ""
-        #expect(line.contains("\tsent\t2\t"), "\(list.output)")
-        #expect(line.contains(#""deliveryStatus": "DELIVERED""#), "\(line)")
     }
 
     static func summary(_ output: String) -> [String: Int] {

@@ -7,12 +7,14 @@ import TestSupport
 import WalletCore
 @testable import ServiceAPI
 @testable import ServiceSupport
+@testable import ServiceWorkers
 @testable import WalletService
 
 /// The App Store Server API's threads inside one process, where the thread
 /// sanitizer can see them: flowNO-only credits on the blocking pool from
 /// many threads, the consumption sender and the scheduled sweep, all at
-/// once, then a clean shutdown.
+/// once, then a clean shutdown. The sweep's first delay passes on the
+/// service's clock, moved by the test.
 @Suite(.serialized, .timeLimit(.minutes(2)))
 struct ServerAPIThreadTests {
     @Test func creditsSweepsAndConsumptionAnswersRunTogetherAndStop() throws {
@@ -20,7 +22,8 @@ struct ServerAPIThreadTests {
         defer { fixture.stop() }
         let productionURL = try #require(URL(string: fixture.api.productionURL))
         let sandboxURL = try #require(URL(string: fixture.api.sandboxURL))
-        let service = try TestService { configuration in
+        let clock = ManualClock()
+        let service = try TestService(clock: clock) { configuration in
             configuration.creditVerification = [.appStoreAPI]
             configuration.apple.bundleIDs = [FakeAppStore.bundleID]
             configuration.apple.environments = ["Production"]
@@ -60,6 +63,8 @@ struct ServerAPIThreadTests {
             let pushed = try service.request("POST", "/v1/appstore/notifications", json: #"{"signedPayload":"\#(payload)"}"#)
             #expect(pushed.status == 200, "\(pushed.text)")
         }
+        // The sweep's first delay, and the sender's pause, are over.
+        clock.advance(by: .seconds(ReconcileSchedule.firstDelaySeconds))
         #expect(waitFor(seconds: 30) {
             (try? service.count("SELECT count(*) FROM wallet.outbox WHERE kind = 'appstore_consumption' AND status = 'sent'")) == 4
         })

@@ -51,6 +51,8 @@ struct SlowClientTests {
                     answered.withLock { $0 = (response.status, HTTPTestClient.now() - started) }
                     break
                 }
+                // The normal client's pace between tries: what it does, not
+                // a wait for the server.
                 Thread.sleep(forTimeInterval: 0.1)
             }
             done.signal()

@@ -135,6 +135,7 @@ struct StallTests {
                         } catch {
                             failures.withLock { $0.append("healthz: \(error)") }
                         }
+                        // The prober's pace, ten a second: the load under test.
                         Thread.sleep(forTimeInterval: 0.1)
                     }
                     return

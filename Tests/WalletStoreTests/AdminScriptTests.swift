@@ -976,13 +976,11 @@ private struct PSQL {
                 collected.store(data, at: index)
             }
         }
+        let exited = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in exited.signal() }
         try process.run()
 
-        let deadline = Date(timeIntervalSinceNow: Double(Self.deadlineSeconds))
-        while process.isRunning, Date() < deadline {
-            usleep(5_000)
-        }
-        if process.isRunning {
+        if exited.wait(timeout: .now() + Double(Self.deadlineSeconds)) == .timedOut {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
             _ = readers.wait(timeout: .now() + 5)

@@ -22,7 +22,8 @@ struct ServerThreadReadsTests {
         let pool = silent.pool()
         defer { pool.shutdown() }
         let metrics = RecordedStoreMetrics()
-        let reads = ServerThreadReads(pool: pool, metrics: metrics)
+        let clock = ManualClock(movesWithRealTime: false)
+        let reads = ServerThreadReads(pool: pool, metrics: metrics, clock: clock)
         let read = { try reads.run { try $0.prepared("SELECT 1") } }
 
         // The first read waits its bounded second on the silent server.
@@ -36,8 +37,12 @@ struct ServerThreadReadsTests {
         #expect(silent.accepted == afterFirst)
         #expect(metrics.databaseErrors("fast_fail") == 20)
 
-        // Once the quiet period is over, a read probes the database again.
-        Thread.sleep(forTimeInterval: Double(ServerThreadReads.quiet.components.seconds) + 0.1)
+        // Just before the quiet period is over, still no probe; once it is, a
+        // read probes the database again.
+        clock.advance(by: ServerThreadReads.quiet - .milliseconds(1))
+        #expect(throws: WalletError.databaseUnavailable) { try read() }
+        #expect(silent.accepted == afterFirst)
+        clock.advance(by: .milliseconds(1))
         #expect(throws: WalletError.databaseUnavailable) { try read() }
         #expect(silent.accepted > afterFirst)
     }
