@@ -72,18 +72,55 @@ let package = Package(
             dependencies: ["Postgres", "Crypto", "JSON", "WalletCore", "Locking", "Logging"],
             plugins: ["EmbedFiles"]
         ),
+        // What the service's roles share: metrics, readiness, the bounded
+        // pools of work kept off the server threads, the problem mapping of
+        // `WalletError`, and the two store paths both a route and a sweep
+        // take (App Store notifications, Google Play voids).
         .target(
-            name: "WalletService",
-            dependencies: ["WalletStore", "HTTPServer", "Crypto", "AppStore", "GooglePlay", "StoreHTTP", "WalletCore", "JSON",
+            name: "ServiceSupport",
+            dependencies: ["WalletStore", "HTTPServer", "AppStore", "GooglePlay", "StoreHTTP", "WalletCore", "JSON",
+                           "Locking", "Logging"]
+        ),
+        // The background workers: the stores' sweeps (App Store notification
+        // history, Google Play voided purchases), the outbox sender, hold
+        // expiry, and upkeep (schema bring-up, idempotency purge).
+        .target(
+            name: "ServiceWorkers",
+            dependencies: ["ServiceSupport", "WalletStore", "AppStore", "GooglePlay", "WalletCore", "Locking", "Logging"]
+        ),
+        // The HTTP API: routes, request and response bodies, API keys, the
+        // credits' verification with the stores (their policy is the
+        // stores' targets'), the stores' notification routes, operations
+        // routes and the OpenAPI document.
+        .target(
+            name: "ServiceAPI",
+            dependencies: ["ServiceSupport", "WalletStore", "HTTPServer", "Crypto", "AppStore", "GooglePlay", "WalletCore", "JSON",
                            "Locking", "Logging", "Timestamps"],
             exclude: ["Embedded"],
             plugins: ["EmbedFiles"]
+        ),
+        // The support console at /admin: server-rendered pages, sign-in
+        // sessions, its stylesheet.
+        .target(
+            name: "ServiceConsole",
+            dependencies: ["ServiceSupport", "WalletStore", "HTTPServer", "Crypto", "WalletCore", "Locking", "Logging",
+                           "Timestamps"],
+            exclude: ["Embedded"],
+            plugins: ["EmbedFiles"]
+        ),
+        // The composition root: the configuration, the stores' clients made
+        // from it, and `buildApplication`, which builds and starts the rest.
+        .target(
+            name: "WalletService",
+            dependencies: ["ServiceAPI", "ServiceConsole", "ServiceWorkers", "ServiceSupport", "WalletStore", "HTTPServer",
+                           "Crypto", "AppStore", "GooglePlay", "StoreHTTP", "WalletCore", "Locking", "Logging"]
         ),
         // The command line: one file per command, on the service's and the
         // store's public API.
         .executableTarget(
             name: "wallet",
-            dependencies: ["WalletService", "WalletStore", "WalletCore", "AppStore", "Postgres", "Logging", "Timestamps"]
+            dependencies: ["WalletService", "ServiceWorkers", "ServiceSupport", "WalletStore", "WalletCore", "AppStore", "Locking", "Postgres",
+                           "Logging", "Timestamps"]
         ),
 
         // Build-time embedding of run-time files (migrations, the OpenAPI
@@ -109,7 +146,7 @@ let package = Package(
         // The service in-process, on a real socket and a real database.
         .target(
             name: "ServiceTestSupport",
-            dependencies: ["TestSupport", "WalletService", "WalletStore", "WalletCore", "Postgres", "HTTPServer"],
+            dependencies: ["TestSupport", "WalletService", "ServiceSupport", "WalletStore", "WalletCore", "Postgres", "HTTPServer"],
             path: "Tests/ServiceTestSupport"
         ),
         .testTarget(name: "JSONTests", dependencies: ["JSON"]),
@@ -122,12 +159,22 @@ let package = Package(
         ),
         .testTarget(name: "GooglePlayTests", dependencies: ["GooglePlay", "Crypto", "StoreHTTP", "TestSupport", "WalletCore"]),
         .testTarget(name: "WalletCoreTests", dependencies: ["WalletCore"]),
+        // The store's own suites: its SQL, group commit, the admin scripts.
+        .testTarget(
+            name: "WalletStoreTests",
+            dependencies: ["WalletStore", "WalletCore", "Postgres", "Locking", "Logging", "TestSupport"]
+        ),
+        .testTarget(
+            name: "ServiceAPITests",
+            dependencies: ["ServiceAPI", "AppStore", "Crypto", "HTTPServer", "JSON", "TestSupport", "WalletCore"]
+        ),
         .testTarget(name: "LockingTests", dependencies: ["Locking", "TestSupport"]),
         .testTarget(
             name: "WalletServiceTests",
             dependencies: [
-                "WalletService", "WalletStore", "Postgres", "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore",
-                "WalletCore", "JSON", "Locking", "StoreHTTP", "GooglePlay", "TestSupport", "ServiceTestSupport", "Timestamps",
+                "WalletService", "ServiceAPI", "ServiceConsole", "ServiceSupport", "ServiceWorkers", "WalletStore", "Postgres",
+                "HTTPServer", "Crypto", "CryptoTestSupport", "AppStore", "WalletCore", "JSON", "Locking", "StoreHTTP", "GooglePlay",
+                "TestSupport", "ServiceTestSupport", "Timestamps",
             ],
             // The previous release's function files, read by the upgrade test.
             exclude: ["PreviousRelease"]

@@ -1,15 +1,16 @@
-import AppStore
+package import AppStore
 import Crypto
 import Foundation
-import Locking
-import Logging
+package import Locking
+package import Logging
+package import ServiceSupport
 import WalletCore
 
 /// Builds the App Store verifiers from the configuration.
-enum AppStoreSetup {
+package enum AppStoreSetup {
     /// The offline JWS verifier: the configured roots (the shipped Apple Root
     /// CA - G3 by default), bundle ids, environments and app Apple ID.
-    static func verifier(_ apple: Configuration.Apple) throws -> SignedDataVerifier {
+    package static func verifier(_ apple: Configuration.Apple) throws -> SignedDataVerifier {
         var roots = VerifierConfiguration.defaultRoots
         if !apple.rootCertificatePaths.isEmpty {
             do {
@@ -22,15 +23,21 @@ enum AppStoreSetup {
             rootCertificates: roots, bundleIDs: Set(apple.bundleIDs),
             environments: Set(apple.environments.map { Environment(rawValue: $0) }), appAppleID: apple.appAppleID))
     }
-}
 
-extension AppStoreSetup {
+    /// The verifyReceipt client, for StoreKit 1 receipts.
+    package static func receiptVerifier(_ apple: Configuration.Apple) -> ReceiptVerifier {
+        ReceiptVerifier(configuration: .init(
+            productionURL: apple.verifyReceiptURL, sandboxURL: apple.verifyReceiptSandboxURL,
+            sharedSecret: apple.sharedSecret, bundleIDs: Set(apple.bundleIDs), allowSandbox: apple.environments.contains("Sandbox"),
+            timeoutSeconds: Double(apple.verifyReceiptTimeoutSeconds)))
+    }
+
     /// The App Store Server API client, or nil when its settings are not
     /// all there (`validateServerAPI`, which serving and reconciling run
     /// first, names what is missing). Reads the `.p8` file once; a message
     /// about it names the variable and the path, never the content.
-    static func serverAPIClient(_ configuration: Configuration, metrics: Metrics, logger: Logger,
-                                clock: any WorkClock = SystemClock()) throws -> ServerAPIClient? {
+    package static func serverAPIClient(_ configuration: Configuration, metrics: Metrics, logger: Logger,
+                                        clock: any WorkClock = SystemClock()) throws -> ServerAPIClient? {
         let api = configuration.apple.api
         guard let keyID = api.keyID, let issuerID = api.issuerID, let path = api.privateKeyFile,
               let bundleID = configuration.serverAPIBundleID else { return nil }
@@ -60,28 +67,5 @@ extension AppStoreSetup {
                                  ["config.key_id": keyID, "config.bundle_id": bundleID])
                 }
             })
-    }
-}
-
-/// Runs its body at most once per interval: for log lines that would
-/// otherwise repeat on every request.
-final class RateLimitedLog: Sendable {
-    private let intervalSeconds: Double
-    private let clock: any WorkClock
-    private let last = Locked<ContinuousClock.Instant?>(nil)
-
-    init(intervalSeconds: Double, clock: any WorkClock = SystemClock()) {
-        self.intervalSeconds = intervalSeconds
-        self.clock = clock
-    }
-
-    func run(_ body: () -> Void) {
-        let now = clock.now
-        let due = last.withLock { last in
-            if let previous = last, now < previous + .seconds(intervalSeconds) { return false }
-            last = now
-            return true
-        }
-        if due { body() }
     }
 }

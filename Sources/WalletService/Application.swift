@@ -3,9 +3,11 @@ import Foundation
 import GooglePlay
 import HTTPServer
 public import Locking
-import Synchronization
 public import Logging
-import WalletCore
+import ServiceAPI
+import ServiceConsole
+import ServiceSupport
+import ServiceWorkers
 public import WalletStore
 
 /// The running service: database pools, group-commit writers, the HTTP
@@ -23,36 +25,18 @@ public final class Application: Sendable {
     let readiness: Readiness
     let server: Server
     let router: Router
-    /// Credits whose purchase is looked up with a store.
-    let blockingWork: BlockingWork
-    /// App Store notifications.
-    let notificationWork: BlockingWork
-    /// Google Play pushes, when they are set up: apart from the App Store's,
-    /// since a push may wait seconds for Google's keys.
-    let googlePushWork: BlockingWork?
-    /// The support console's page reads, when the console is on.
-    let consoleWork: BlockingWork?
-    /// The App Store Server API, when its credentials are set.
-    let serverAPI: ServerAPIClient?
-    /// Notification-history sweeps, when the API is set up and the interval is not 0.
-    private let reconcile: ReconcileSchedule?
-    /// Google Play voided-purchases sweeps, when Google Play is set up and the interval is not 0.
-    private let voidedSweep: ReconcileSchedule?
-    /// The outbox's calls: consumption answers when the operator consents,
-    /// Google Play consumes when Google Play is set up.
-    private let outbox: OutboxSender?
-    private let holdSweeper: HoldSweeper
+    /// The HTTP API's routes and pools.
+    private let api: HTTPAPI
+    /// The support console, when it is on.
+    private let console: SupportConsole?
+    private let workers: BackgroundWorkers
     private let logger: Logger
-    private let upkeep: Upkeep
-    /// What the background work's schedules, pauses and expiry run on.
-    let clock: any WorkClock
 
     /// Every limit below comes from `configuration`, which checked it.
     init(configuration: Configuration, database: DatabaseEndpoint, logger: Logger, clock: any WorkClock) throws {
         self.configuration = configuration
         self.database = database
         self.logger = logger
-        self.clock = clock
         metrics = Metrics()
         readiness = Readiness()
 
@@ -74,94 +58,43 @@ public final class Application: Sendable {
             metrics: metrics, logger: logger, clock: clock)
 
         router = Router()
-        let transactions = try AppStoreSetup.verifier(configuration.apple)
-        serverAPI = try AppStoreSetup.serverAPIClient(configuration, metrics: metrics, logger: logger, clock: clock)
-        blockingWork = BlockingWork(threads: configuration.storeLookupThreads,
-                                    queueDepthMax: configuration.storeLookupQueueDepthMax)
-        notificationWork = BlockingWork(threads: configuration.notificationThreads,
-                                        queueDepthMax: configuration.notificationQueueDepthMax, name: "wallet-notifications")
+        let apple = configuration.apple, google = configuration.google
+        let environments = apple.environments.map { Environment(rawValue: $0) }
+        let transactions = try AppStoreSetup.verifier(apple)
+        let serverAPI = try AppStoreSetup.serverAPIClient(configuration, metrics: metrics, logger: logger, clock: clock)
         let googlePlay = try GooglePlaySetup.client(configuration, metrics: metrics, clock: clock)
-        let policy = PurchasePolicy(allowTestPurchases: configuration.google.allowTestPurchases,
-                                    requireAccountID: configuration.google.requireAccountID)
-        let googleCredits = googlePlay.map { [ledger] in
-            GooglePlayCredits(client: $0, policy: policy, ledger: ledger, logger: logger)
-        }
-        let api = WalletAPI(
-            ledger: ledger, authenticator: Authenticator(ledger: ledger, clock: clock),
-            credits: CreditVerification(configuration: configuration, transactions: transactions, serverAPI: serverAPI,
-                                        googlePlay: googleCredits, clock: clock, logger: logger),
-            blockingWork: blockingWork, metrics: metrics, readiness: readiness, requestTimeoutSeconds: configuration.requestTimeoutSeconds,
-            logger: logger)
-        api.register(on: router)
-        OperationsAPI(ledger: ledger, readiness: readiness, metrics: metrics).register(on: router)
+        let pushAuthenticator = GooglePlaySetup.pushAuthenticator(configuration, metrics: metrics, clock: clock)
         let notifications = NotificationProcessor(
             ledger: ledger, verifier: transactions, metrics: metrics, readiness: readiness,
-            queueConsumption: serverAPI != nil && configuration.apple.api.consumptionConsent,
+            queueConsumption: serverAPI != nil && apple.api.consumptionConsent,
             refusals: NotificationRefusals(logger: logger, clock: clock), logger: logger)
-        AppStoreAPI(notifications: notifications, work: notificationWork, metrics: metrics,
-                    requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger)
-            .register(on: router)
-        if let serverAPI, configuration.apple.api.reconcileIntervalMinutes > 0 {
-            let reconciler = Reconciler(client: serverAPI, notifications: notifications, logger: logger)
-            reconcile = ReconcileSchedule(
-                name: "notification reconciliation", threadName: "wallet-history",
-                sweeps: reconciler.sweeps(configuration.apple.environments.map { Environment(rawValue: $0) }),
-                lockKey: Ledger.reconcileLockKey, ledger: ledger,
-                intervalMinutes: configuration.apple.api.reconcileIntervalMinutes, readiness: readiness, clock: clock,
-                logger: logger)
-        } else {
-            reconcile = nil
-        }
-        var outboxHandlers: [OutboxSender.Handler] = []
-        if let serverAPI, configuration.apple.api.consumptionConsent {
-            outboxHandlers.append(.appStoreConsumption(client: serverAPI, preference: configuration.apple.api.refundPreference,
-                                                       metrics: metrics))
-        }
-        if let googlePlay {
-            outboxHandlers.append(.googlePlayConsume(client: googlePlay, metrics: metrics))
-        }
-        outbox = outboxHandlers.isEmpty ? nil
-            : OutboxSender(ledger: ledger, handlers: outboxHandlers, readiness: readiness, clock: clock, logger: logger)
         let googleVoids = googlePlay.map { [ledger, metrics] in
             GooglePlayVoids(client: $0, ledger: ledger, metrics: metrics, logger: logger)
         }
-        let pushAuthenticator = GooglePlaySetup.pushAuthenticator(configuration, metrics: metrics, clock: clock)
-        // Pushes verify a token whose key may have to be fetched from Google
-        // (up to its timeout, with other pushes waiting for the same fetch):
-        // on threads of their own, so App Store notifications never wait
-        // behind them.
-        googlePushWork = pushAuthenticator != nil && googleVoids != nil
-            ? BlockingWork(threads: configuration.googlePushThreads, queueDepthMax: configuration.googlePushQueueDepthMax,
-                           name: "wallet-google-pushes")
-            : nil
-        GooglePlayNotificationsAPI(authenticator: pushAuthenticator, voids: googleVoids,
-                                   packageName: configuration.google.packageName, work: googlePushWork,
-                                   metrics: metrics, requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger)
-            .register(on: router)
-        if let googleVoids, configuration.google.voidedPollMinutes > 0 {
-            voidedSweep = ReconcileSchedule(
-                name: "voided purchases sweep", threadName: "wallet-voids",
-                sweeps: [VoidedPurchasesSweep(voids: googleVoids)],
-                lockKey: Ledger.voidedSweepLockKey, ledger: ledger, intervalMinutes: configuration.google.voidedPollMinutes,
-                readiness: readiness, clock: clock, logger: logger)
-        } else {
-            voidedSweep = nil
-        }
+        api = HTTPAPI(
+            router: router, ledger: ledger, metrics: metrics, readiness: readiness, transactions: transactions,
+            serverAPI: serverAPI, googlePlay: googlePlay, pushAuthenticator: pushAuthenticator, notifications: notifications,
+            googleVoids: googleVoids,
+            settings: .init(
+                requestTimeoutSeconds: configuration.requestTimeoutSeconds, creditModes: configuration.creditVerification,
+                appleEnvironments: environments,
+                creditPolicy: CreditPolicy(accountTokenNamespace: apple.accountTokenNamespace,
+                                           requireAccountToken: apple.requireAccountToken),
+                receipts: AppStoreSetup.receiptVerifier(apple),
+                googlePolicy: PurchasePolicy(allowTestPurchases: google.allowTestPurchases,
+                                             requireAccountID: google.requireAccountID),
+                googlePackageName: google.packageName,
+                storeLookups: .init(configuration.storeLookupThreads, configuration.storeLookupQueueDepthMax),
+                notifications: .init(configuration.notificationThreads, configuration.notificationQueueDepthMax),
+                googlePushes: .init(configuration.googlePushThreads, configuration.googlePushQueueDepthMax)),
+            clock: clock, logger: logger)
 
-        let consoleCookies: SessionCookies?
-        if configuration.adminConsole {
-            consoleWork = BlockingWork(threads: configuration.consoleThreads, queueDepthMax: configuration.consoleQueueDepthMax,
-                                       name: "wallet-console")
-            consoleCookies = SessionCookies()
-            AdminConsole(ledger: ledger, readiness: readiness, work: consoleWork!, cookies: consoleCookies!,
-                         configuration: configuration, clock: clock, logger: logger).register(on: router)
-        } else {
-            consoleWork = nil
-            consoleCookies = nil
-        }
+        console = !configuration.adminConsole ? nil : SupportConsole(
+            router: router, ledger: ledger, readiness: readiness, clock: clock, threads: configuration.consoleThreads,
+            queueDepthMax: configuration.consoleQueueDepthMax, sessionMinutes: configuration.adminSessionMinutes,
+            listenHost: configuration.listen.host, requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger)
 
         metrics.seed(routes: router.routes)
-        let metrics = metrics
         server = Server(
             configuration: .init(
                 host: configuration.listen.host, port: configuration.listen.port, threads: configuration.httpThreads,
@@ -171,23 +104,25 @@ public final class Application: Sendable {
                 shutdownGraceSeconds: configuration.shutdownGraceSeconds,
                 maxConnectionsPerAddress: configuration.connectionsPerIPMax),
             router: router,
-            logger: Logger(label: "wallet.http", level: logger.level, metadata: logger.metadata),
-            observer: { completed in
-                metrics.observeRequest(method: completed.method, route: completed.routePattern,
-                                       status: completed.status, durationSeconds: completed.durationSeconds)
+            logger: Logger(label: "wallet.http", level: logger.level, metadata: logger.metadata), observer: metrics.observe)
+        workers = BackgroundWorkers(
+            ledger: ledger, readiness: readiness, metrics: metrics, notifications: notifications, serverAPI: serverAPI,
+            googlePlay: googlePlay, googleVoids: googleVoids,
+            settings: .init(
+                migrate: configuration.migrateOnStart,
+                purge: .init(retentionHours: configuration.idempotencyRetentionHours,
+                             intervalSeconds: Double(configuration.idempotencyPurgeIntervalSeconds),
+                             roundRowsMax: configuration.idempotencyPurgeRoundRowsMax,
+                             roundsMax: configuration.idempotencyPurgeRoundsMax),
+                holdSweepIntervalSeconds: Double(configuration.holdSweepIntervalSeconds),
+                holdSweepWalletsMax: configuration.holdSweepWalletsMax,
+                reconcileIntervalMinutes: apple.api.reconcileIntervalMinutes, appleEnvironments: environments,
+                consumptionConsent: apple.api.consumptionConsent, refundPreference: apple.api.refundPreference,
+                voidedPollMinutes: google.voidedPollMinutes),
+            clock: clock, logger: logger,
+            afterSchema: { [console, startupReadSeconds = configuration.startupReadTimeoutSeconds] in
+                try console?.loadCookieKey(deadline: .now + .seconds(startupReadSeconds))
             })
-        holdSweeper = HoldSweeper(ledger: ledger, readiness: readiness,
-                                  intervalSeconds: Double(configuration.holdSweepIntervalSeconds),
-                                  walletsMax: configuration.holdSweepWalletsMax, clock: clock, logger: logger)
-        upkeep = Upkeep(ledger: ledger, readiness: readiness, migrate: configuration.migrateOnStart,
-                        purge: .init(retentionHours: configuration.idempotencyRetentionHours,
-                                     intervalSeconds: Double(configuration.idempotencyPurgeIntervalSeconds),
-                                     roundRowsMax: configuration.idempotencyPurgeRoundRowsMax,
-                                     roundsMax: configuration.idempotencyPurgeRoundsMax),
-                        clock: clock, logger: logger,
-                        afterSchema: { [ledger, startupReadSeconds = configuration.startupReadTimeoutSeconds] in
-                            try consoleCookies?.load(ledger.consoleCookieKey(deadline: .now + .seconds(startupReadSeconds)))
-                        })
     }
 
     /// The bound port (useful with port 0).
@@ -197,11 +132,7 @@ public final class Application: Sendable {
     /// be coming up: the service then answers 503 until it is reachable and
     /// migrated, and `/readyz` says so.
     public func start() throws {
-        upkeep.start()
-        reconcile?.start()
-        voidedSweep?.start()
-        outbox?.start()
-        holdSweeper.start()
+        workers.start()
         try server.start()
         logger.info("listening", ["http.address": "\(configuration.listen.host):\(port)"])
     }
@@ -217,27 +148,12 @@ public final class Application: Sendable {
     public func shutdown() {
         let graceSeconds = Double(configuration.shutdownGraceSeconds)
         server.shutdown()
-        blockingWork.stop(timeoutSeconds: graceSeconds)
-        notificationWork.stop(timeoutSeconds: graceSeconds)
-        googlePushWork?.stop(timeoutSeconds: graceSeconds)
-        consoleWork?.stop(timeoutSeconds: graceSeconds)
-        reconcile?.stop()
-        voidedSweep?.stop()
-        outbox?.stop()
-        holdSweeper.stop()
-        upkeep.stop()
+        api.stop(timeoutSeconds: graceSeconds)
+        console?.stop(timeoutSeconds: graceSeconds)
+        workers.stop()
         ledger.shutdown(timeoutSeconds: graceSeconds)
         database.close()
         logger.info("stopped")
-    }
-}
-
-extension Application {
-    /// On the first start of an empty database, makes two keys to try the
-    /// API with and returns them (for the console, never the log); nil once
-    /// any key exists.
-    public func createDevelopmentKeysIfFirstStart() throws -> DevelopmentKeys? {
-        try ledger.createDevelopmentKeysIfFirstStart()
     }
 }
 
@@ -255,158 +171,5 @@ public func buildApplication(configuration: Configuration, logger: Logger,
     } catch {
         database.close()
         throw error
-    }
-}
-
-/// Whether the schema is in place. Until it is, requests that need the
-/// database answer 503 and `/readyz` is not ready.
-final class Readiness: Sendable {
-    /// Read by every request's gate: an atomic load, no lock.
-    private let schemaReady = Atomic<Bool>(false)
-    /// The same flag, for `waitForSchema`, set under its lock so no waiter
-    /// misses it. (Not an empty state: the thread sanitizer places an
-    /// access to a zero-sized property on its neighbour and reports a race.)
-    private let waiters = Monitor(false)
-
-    var isSchemaReady: Bool { schemaReady.load(ordering: .acquiring) }
-
-    func markSchemaReady() {
-        waiters.withLock { ready in
-            schemaReady.store(true, ordering: .releasing)
-            ready = true
-        }
-        waiters.broadcast()
-    }
-
-    func waitForSchema(timeoutSeconds: Double) -> Bool {
-        waiters.wait(until: .now + .seconds(timeoutSeconds)) { $0 }
-    }
-}
-
-/// Background work on one thread: bring the schema up (retrying with
-/// backoff while the database is unreachable), then purge expired
-/// idempotency records in small rounds.
-final class Upkeep: Sendable {
-    /// Which idempotency records go, and how much of them at a time.
-    struct Purge: Sendable {
-        var retentionHours: Int
-        var intervalSeconds: Double
-        var roundRowsMax: Int
-        var roundsMax: Int
-    }
-
-    private let ledger: Ledger
-    private let readiness: Readiness
-    private let migrate: Bool
-    private let purge: Purge
-    private let clock: any WorkClock
-    private let logger: Logger
-    /// What must be read from the database once the schema is up, before
-    /// the service counts as ready (the console's cookie key).
-    private let afterSchema: @Sendable () throws -> Void
-    private let state = Monitor(RunState())
-
-    init(ledger: Ledger, readiness: Readiness, migrate: Bool, purge: Purge, clock: any WorkClock, logger: Logger,
-         afterSchema: @escaping @Sendable () throws -> Void) {
-        self.ledger = ledger
-        self.readiness = readiness
-        self.migrate = migrate
-        self.purge = purge
-        self.clock = clock
-        self.logger = logger
-        self.afterSchema = afterSchema
-    }
-
-    func start() {
-        state.startThread(name: "wallet-upkeep") { [self] stopping in
-            bringSchemaUp(stopping)
-            while !stopping() {
-                purgeExpired(stopping)
-                state.pause(seconds: purge.intervalSeconds, on: clock)
-            }
-        }
-    }
-
-    /// Stops the thread and waits for it, at most 10 seconds.
-    func stop() {
-        state.stopThread()
-    }
-
-    private func bringSchemaUp(_ stopping: () -> Bool) {
-        var backoffSeconds = 0.25
-        while !stopping() {
-            do {
-                try ledger.bringSchemaUp(migrate: migrate)
-                try afterSchema()
-                readiness.markSchemaReady()
-                return
-            } catch {
-                logger.warning("database not ready; retrying", ["error": String(reflecting: error),
-                                                                "retry.seconds": String(backoffSeconds)])
-            }
-            state.pause(seconds: backoffSeconds, on: clock)
-            backoffSeconds = min(backoffSeconds * 2, 5)
-        }
-    }
-
-    private func purgeExpired(_ stopping: () -> Bool) {
-        guard readiness.isSchemaReady else { return }
-        var total = 0
-        for _ in 0..<purge.roundsMax {
-            guard !stopping() else { break }
-            let deleted = (try? ledger.purgeIdempotencyKeys(olderThanHours: purge.retentionHours,
-                                                            limit: purge.roundRowsMax)) ?? 0
-            total += deleted
-            if deleted < purge.roundRowsMax { break }
-        }
-        if total > 0 { logger.info("idempotency records purged", ["purge.rows": String(total)]) }
-    }
-}
-
-/// Expires holds past their time every few seconds. Nothing depends on it
-/// for correctness (every write expires its wallet's due holds first, and
-/// reads count only holds still in time); it keeps `held` and the hold
-/// rows current for reports and admins.
-///
-/// When it looks is the service's clock; which holds are due is
-/// PostgreSQL's, the clock every write and read of a hold goes by, so the
-/// instances of a service never disagree about it.
-final class HoldSweeper: Sendable {
-    private let ledger: Ledger
-    private let readiness: Readiness
-    private let intervalSeconds: Double
-    private let walletsMax: Int
-    private let clock: any WorkClock
-    private let logger: Logger
-    private let state = Monitor(RunState())
-
-    init(ledger: Ledger, readiness: Readiness, intervalSeconds: Double, walletsMax: Int, clock: any WorkClock,
-         logger: Logger) {
-        self.ledger = ledger
-        self.readiness = readiness
-        self.intervalSeconds = intervalSeconds
-        self.walletsMax = walletsMax
-        self.clock = clock
-        self.logger = logger
-    }
-
-    func start() {
-        state.startThread(name: "wallet-holds") { [self] stopping in
-            while !stopping() {
-                if readiness.isSchemaReady {
-                    do {
-                        let expired = try ledger.expireHolds(wallets: walletsMax)
-                        if expired > 0 { logger.info("holds expired", ["holds.expired": String(expired)]) }
-                    } catch {
-                        logger.warning("holds could not be expired", ["error": String(reflecting: error)])
-                    }
-                }
-                state.pause(seconds: intervalSeconds, on: clock)
-            }
-        }
-    }
-
-    func stop() {
-        state.stopThread()
     }
 }

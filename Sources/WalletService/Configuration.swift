@@ -1,4 +1,4 @@
-import AppStore
+public import AppStore
 public import Foundation
 import GooglePlay
 public import Logging
@@ -196,14 +196,7 @@ public struct Configuration: Sendable {
 
     /// `WALLET_APPLE_REFUND_PREFERENCE`: what the service asks Apple to do
     /// with a refund request it answers.
-    public enum RefundPreference: String, Sendable, CaseIterable {
-        case decline
-        case grantFull = "grant_full"
-        case grantProrated = "grant_prorated"
-        /// Grant in full when nothing was consumed or delivered, decline when
-        /// everything was consumed, prorate between.
-        case auto
-    }
+    public typealias RefundPreference = ConsumptionAnswer.Preference
 
     public init() {}
 
@@ -228,6 +221,11 @@ public struct Configuration: Sendable {
         public let message: String
 
         public var description: String { "\(variable): \(message)" }
+
+        package init(variable: String, message: String) {
+            self.variable = variable
+            self.message = message
+        }
     }
 
     /// The bundle id the App Store Server API's tokens name.

@@ -1,18 +1,16 @@
 import Foundation
-import GooglePlay
-import Locking
+package import GooglePlay
+package import Locking
+package import ServiceSupport
 import StoreHTTP
-import Logging
-import WalletCore
-import WalletStore
 
 /// Builds the Google Play client from the configuration.
-enum GooglePlaySetup {
+package enum GooglePlaySetup {
     /// The Android Publisher API client, or nil when Google Play is not set
     /// up. Reads the service account's key file once; a message about it
     /// names the variable and the path, never the content.
-    static func client(_ configuration: Configuration, metrics: Metrics,
-                       clock: any WorkClock = SystemClock()) throws -> PlayClient? {
+    package static func client(_ configuration: Configuration, metrics: Metrics,
+                               clock: any WorkClock = SystemClock()) throws -> PlayClient? {
         let google = configuration.google
         guard let path = google.serviceAccountFile, let packageName = google.packageName else { return nil }
         let account: ServiceAccount
@@ -38,42 +36,16 @@ enum GooglePlaySetup {
                               metrics.observeGoogleRequest(endpoint: endpoint, status: status, seconds: seconds)
                           })
     }
-}
 
-extension GooglePlaySetup {
     /// The push authenticator, when the audience and service account are
     /// set (the configuration sets both or neither).
-    static func pushAuthenticator(_ configuration: Configuration, metrics: Metrics,
-                                  clock: any WorkClock = SystemClock()) -> PushAuthenticator? {
+    package static func pushAuthenticator(_ configuration: Configuration, metrics: Metrics,
+                                          clock: any WorkClock = SystemClock()) -> PushAuthenticator? {
         let google = configuration.google
         guard let audience = google.pushAudience, let email = google.pushServiceAccount else { return nil }
         return PushAuthenticator(configuration: .init(jwksURL: google.pushJWKSURL, audience: audience, serviceAccountEmail: email),
                                  clock: clock) { status, seconds in
             metrics.observeGoogleKeysFetch(status: status.rawValue, seconds: seconds)
         }
-    }
-}
-
-extension OutboxSender.Handler {
-    /// Consumes a credited Google Play purchase, so Google does not refund
-    /// it three days after the purchase. A purchase Google no longer knows,
-    /// or says cannot be consumed (already consumed, say), fails the row;
-    /// Google being unreachable, or refusing the service's credentials,
-    /// is tried again.
-    static func googlePlayConsume(client: PlayClient, metrics: Metrics) -> Self {
-        Self(kind: .googlePlayConsume, timeoutSeconds: client.configuration.timeoutSeconds, send: { task in
-            guard let productID = task.googleProductID else {
-                return .refused("the credit or its product is gone from the ledger", body: nil)
-            }
-            do throws(PlayAPIError) {
-                try client.consume(productID: productID, token: task.key, deadline: client.deadline())
-                return .sent(body: nil)
-            } catch {
-                switch error {
-                case .unavailable, .refused(401, _), .refused(403, _): return .retry(error.description, body: nil)
-                case .notFound, .refused, .malformedAnswer: return .refused(error.description, body: nil)
-                }
-            }
-        }, count: { metrics.countGoogleConsume($0) })
     }
 }

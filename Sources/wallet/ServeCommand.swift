@@ -56,7 +56,7 @@ enum ServeCommand {
         printBanner(application)
         if application.embeddedDatabase != nil, application.waitUntilReady(timeoutSeconds: 30) {
             do {
-                if let keys = try application.createDevelopmentKeysIfFirstStart() {
+                if let keys = try application.ledger.createDevelopmentKeysIfFirstStart() {
                     printDevelopmentKeys(keys, application: application)
                 }
             } catch {

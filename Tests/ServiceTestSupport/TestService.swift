@@ -5,6 +5,7 @@ public import Locking
 import Logging
 public import Postgres
 @testable public import WalletService
+@testable import ServiceSupport
 import WalletCore
 @testable import WalletStore
 

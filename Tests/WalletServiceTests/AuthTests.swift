@@ -4,6 +4,8 @@ import JSON
 import Postgres
 import Testing
 import TestSupport
+@testable import ServiceAPI
+@testable import ServiceSupport
 @testable import WalletService
 import ServiceTestSupport
 @testable import WalletStore

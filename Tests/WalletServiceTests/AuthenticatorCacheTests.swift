@@ -2,6 +2,8 @@ import Foundation
 import Testing
 import TestSupport
 import WalletCore
+@testable import ServiceAPI
+@testable import ServiceSupport
 @testable import WalletService
 import ServiceTestSupport
 @testable import WalletStore

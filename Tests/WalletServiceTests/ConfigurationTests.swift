@@ -6,6 +6,8 @@ import ServiceTestSupport
 import Testing
 import TestSupport
 import WalletCore
+@testable import ServiceAPI
+@testable import ServiceSupport
 @testable import WalletService
 
 /// Settings are read once into typed values and checked once: a malformed

@@ -5,6 +5,8 @@ import Postgres
 import Synchronization
 import Testing
 import TestSupport
+@testable import ServiceAPI
+@testable import ServiceSupport
 @testable import WalletService
 import ServiceTestSupport
 

@@ -5,6 +5,9 @@ import Postgres
 import Testing
 import TestSupport
 import WalletCore
+@testable import ServiceConsole
+@testable import ServiceAPI
+@testable import ServiceSupport
 @testable import WalletService
 import ServiceTestSupport
 @testable import WalletStore

@@ -7,6 +7,8 @@ import Locking
 import Postgres
 import Testing
 import TestSupport
+@testable import ServiceAPI
+@testable import ServiceSupport
 @testable import WalletService
 import ServiceTestSupport
 @testable import WalletStore

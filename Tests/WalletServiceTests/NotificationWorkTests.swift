@@ -11,6 +11,8 @@ import Synchronization
 import Testing
 import TestSupport
 import WalletCore
+@testable import ServiceAPI
+@testable import ServiceSupport
 @testable import WalletService
 import ServiceTestSupport
 

@@ -2,6 +2,8 @@ import HTTPServer
 import JSON
 import Testing
 import TestSupport
+@testable import ServiceAPI
+@testable import ServiceSupport
 @testable import WalletService
 import ServiceTestSupport
 

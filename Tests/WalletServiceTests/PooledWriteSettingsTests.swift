@@ -21,36 +21,13 @@ struct PooledWriteSettingsTests {
         var description: String
     }
 
-    /// A statement trigger on every table of schema `wallet` that notes the
-    /// writing transaction's settings. Test-only: it lives in the test's
-    /// database, never in the product's schema.
-    static let observerSQL = """
-        CREATE TABLE public.observed_writes (
-            table_name TEXT NOT NULL, synchronous_commit TEXT NOT NULL, lock_timeout TEXT NOT NULL,
-            statement_timeout TEXT NOT NULL);
-        CREATE FUNCTION public.observe_write() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-            INSERT INTO public.observed_writes VALUES (TG_TABLE_NAME, current_setting('synchronous_commit'),
-                current_setting('lock_timeout'), current_setting('statement_timeout'));
-            RETURN NULL;
-        END $$;
-        DO $$
-        DECLARE t RECORD;
-        BEGIN
-            FOR t IN SELECT tablename FROM pg_tables WHERE schemaname = 'wallet' LOOP
-                EXECUTE format('CREATE TRIGGER zz_observe_write AFTER INSERT OR UPDATE OR DELETE ON wallet.%I '
-                    'FOR EACH STATEMENT EXECUTE FUNCTION public.observe_write()', t.tablename);
-            END LOOP;
-        END $$;
-        """
-
     @Test func everyWriteCarriesItsSettingsThroughAPoolerThatForgetsSessions() throws {
         let cluster = try TestCluster.start(name: "pooled")
         defer { TestCluster.destroy(cluster) }
         let direct = try ChaosRun.migratedWalletDatabase(on: cluster)
         let observer = try Connection(options: .init(conninfo: direct))
         defer { observer.close() }
-        try observer.executeScript(unsafeSQL: Self.observerSQL + "ALTER DATABASE wallet SET synchronous_commit = off;")
+        try observer.executeScript(unsafeSQL: WriteObserver.sql + "ALTER DATABASE wallet SET synchronous_commit = off;")
         let bouncer = try PgBouncer(before: cluster, database: "wallet", resetEveryTransaction: true)
         defer { bouncer.stop() }
         let pooled = bouncer.conninfo(database: "wallet")

@@ -7,6 +7,8 @@ import ServiceTestSupport
 import Testing
 import TestSupport
 @testable import WalletCore
+@testable import ServiceAPI
+@testable import ServiceSupport
 @testable import WalletService
 @testable import WalletStore
 

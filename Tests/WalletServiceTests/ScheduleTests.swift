@@ -6,6 +6,8 @@ import ServiceTestSupport
 import Testing
 import TestSupport
 import WalletCore
+@testable import ServiceSupport
+@testable import ServiceWorkers
 @testable import WalletService
 
 /// The background workers of the real service on a clock the test moves:

@@ -6,6 +6,8 @@ import Logging
 import Postgres
 import Testing
 import TestSupport
+@testable import ServiceAPI
+@testable import ServiceSupport
 @testable import WalletService
 import ServiceTestSupport
 @testable import WalletStore

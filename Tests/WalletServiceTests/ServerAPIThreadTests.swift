@@ -5,6 +5,9 @@ import ServiceTestSupport
 import Testing
 import TestSupport
 import WalletCore
+@testable import ServiceAPI
+@testable import ServiceSupport
+@testable import ServiceWorkers
 @testable import WalletService
 
 /// The App Store Server API's threads inside one process, where the thread

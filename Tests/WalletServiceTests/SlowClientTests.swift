@@ -2,6 +2,8 @@ import Foundation
 import Locking
 import Testing
 import TestSupport
+@testable import ServiceAPI
+@testable import ServiceSupport
 @testable import WalletService
 import ServiceTestSupport
 

@@ -10,6 +10,8 @@ import TestSupport
 import Timestamps
 import WalletCore
 @testable import AppStore
+@testable import ServiceAPI
+@testable import ServiceSupport
 @testable import WalletService
 import ServiceTestSupport
 @testable import WalletStore

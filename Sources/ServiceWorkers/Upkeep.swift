@@ -1,0 +1,92 @@
+import Foundation
+package import Locking
+package import Logging
+package import ServiceSupport
+package import WalletStore
+
+/// Background work on one thread: bring the schema up (retrying with
+/// backoff while the database is unreachable), then purge expired
+/// idempotency records in small rounds.
+package final class Upkeep: Sendable {
+    /// Which idempotency records go, and how much of them at a time.
+    package struct Purge: Sendable {
+        package var retentionHours: Int
+        package var intervalSeconds: Double
+        package var roundRowsMax: Int
+        package var roundsMax: Int
+
+        package init(retentionHours: Int, intervalSeconds: Double, roundRowsMax: Int, roundsMax: Int) {
+            self.retentionHours = retentionHours
+            self.intervalSeconds = intervalSeconds
+            self.roundRowsMax = roundRowsMax
+            self.roundsMax = roundsMax
+        }
+    }
+
+    private let ledger: Ledger
+    private let readiness: Readiness
+    private let migrate: Bool
+    private let purge: Purge
+    private let clock: any WorkClock
+    private let logger: Logger
+    /// What must be read from the database once the schema is up, before
+    /// the service counts as ready (the console's cookie key).
+    private let afterSchema: @Sendable () throws -> Void
+    private let state = Monitor(RunState())
+
+    package init(ledger: Ledger, readiness: Readiness, migrate: Bool, purge: Purge, clock: any WorkClock, logger: Logger,
+                 afterSchema: @escaping @Sendable () throws -> Void) {
+        self.ledger = ledger
+        self.readiness = readiness
+        self.migrate = migrate
+        self.purge = purge
+        self.clock = clock
+        self.logger = logger
+        self.afterSchema = afterSchema
+    }
+
+    package func start() {
+        state.startThread(name: "wallet-upkeep") { [self] stopping in
+            bringSchemaUp(stopping)
+            while !stopping() {
+                purgeExpired(stopping)
+                state.pause(seconds: purge.intervalSeconds, on: clock)
+            }
+        }
+    }
+
+    /// Stops the thread and waits for it, at most 10 seconds.
+    package func stop() {
+        state.stopThread()
+    }
+
+    private func bringSchemaUp(_ stopping: () -> Bool) {
+        var backoffSeconds = 0.25
+        while !stopping() {
+            do {
+                try ledger.bringSchemaUp(migrate: migrate)
+                try afterSchema()
+                readiness.markSchemaReady()
+                return
+            } catch {
+                logger.warning("database not ready; retrying", ["error": String(reflecting: error),
+                                                                "retry.seconds": String(backoffSeconds)])
+            }
+            state.pause(seconds: backoffSeconds, on: clock)
+            backoffSeconds = min(backoffSeconds * 2, 5)
+        }
+    }
+
+    private func purgeExpired(_ stopping: () -> Bool) {
+        guard readiness.isSchemaReady else { return }
+        var total = 0
+        for _ in 0..<purge.roundsMax {
+            guard !stopping() else { break }
+            let deleted = (try? ledger.purgeIdempotencyKeys(olderThanHours: purge.retentionHours,
+                                                            limit: purge.roundRowsMax)) ?? 0
+            total += deleted
+            if deleted < purge.roundRowsMax { break }
+        }
+        if total > 0 { logger.info("idempotency records purged", ["purge.rows": String(total)]) }
+    }
+}
