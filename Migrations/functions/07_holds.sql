@@ -44,9 +44,15 @@ BEGIN
         RETURNING h.amount
     )
     SELECT coalesce(sum(e.amount), 0) INTO v_expired FROM expired e;
-    UPDATE wallet.wallets w SET held = w.held - v_expired
-    WHERE w.user_id = p_user_id AND w.currency = p_currency
-    RETURNING w.held INTO v_held;
+    -- Most calls expire nothing: they read held rather than write the
+    -- wallet row again for nothing (a new row version, and its WAL).
+    IF v_expired = 0 THEN
+        SELECT w.held INTO v_held FROM wallet.wallets w WHERE w.user_id = p_user_id AND w.currency = p_currency;
+    ELSE
+        UPDATE wallet.wallets w SET held = w.held - v_expired
+        WHERE w.user_id = p_user_id AND w.currency = p_currency
+        RETURNING w.held INTO v_held;
+    END IF;
     RETURN coalesce(v_held, 0);
 END;
 $$;
@@ -179,12 +185,14 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_wallet  wallet.batch_wallet := ROW(p_user_id, p_currency, 0, FALSE, 0)::wallet.batch_wallet;
     v_balance BIGINT;
+    v_held    BIGINT;
 BEGIN
-    SELECT w.balance INTO v_balance FROM wallet.wallets w
+    SELECT w.balance, w.held INTO v_balance, v_held FROM wallet.wallets w
     WHERE w.user_id = p_user_id AND w.currency = p_currency FOR UPDATE;
     IF FOUND THEN
         v_wallet.balance := v_balance;
-        v_wallet.held := wallet.expire_due_holds(p_user_id, p_currency);
+        -- A wallet that holds nothing has no hold to expire (as for debits).
+        v_wallet.held := CASE WHEN v_held > 0 THEN wallet.expire_due_holds(p_user_id, p_currency) ELSE 0 END;
     END IF;
     RETURN v_wallet;
 END;
