@@ -888,6 +888,8 @@ def report(bench):
     lines.append("|---|---:|---:|---:|---:|")
     for result in bench.results:
         runs = [("service", result.service)]
+        if result.previous is not None:
+            runs.append(("previous release", result.previous))
         best_clients, best = result.best_pgbench
         if best is not None:
             runs.append((f"pgbench c={best_clients}", best))
