@@ -21,6 +21,7 @@ Settings (environment):
   BENCH_PG_BIN           PostgreSQL binaries (/usr/lib/postgresql/15/bin)
   BENCH_PREVIOUS         a git revision or a wallet binary: measure that release
                          too, in the same run, on its own database (unset)
+  BENCH_ROUNDS           rounds of every scenario, figures averaged over them (1)
   SWIFT                  the swift driver (swift)
   WALLET_*               passed to the service (e.g. WALLET_WRITERS)
 
@@ -175,8 +176,11 @@ class ServiceUnderTest:
 class ScenarioResult:
     scenario: Scenario
     service: Measurement = None
-    # The previous release's runs of the same scenario, when BENCH_PREVIOUS is set.
+    # The previous release's runs of the same scenario, when BENCH_PREVIOUS is set,
+    # and the change of each of this build's runs against the previous run paired
+    # with it (in ABBA order: the first with the first, the second with the last).
     previous: Measurement = None
+    changes: list = field(default_factory=list)
     pgbench: dict = field(default_factory=dict)  # clients -> Measurement
     batch_mean: float = 0.0
     committed: int = -1
@@ -367,6 +371,7 @@ class Bench:
         self.wrk_threads = env_int("BENCH_WRK_THREADS", 2, 1, 64)
         self.pgbench_clients = env_int_list("BENCH_PGBENCH_CLIENTS", [8, 32], 1, 500)
         self.warmup_seconds = env_int("BENCH_WARMUP_SECONDS", 3, 0, 600)
+        self.rounds = env_int("BENCH_ROUNDS", 1, 1, 20)
         self.keep = os.environ.get("BENCH_KEEP", "") == "1"
         self.pg_bin = Path(os.environ.get("BENCH_PG_BIN", "/usr/lib/postgresql/15/bin"))
         self.swift = os.environ.get("SWIFT", "swift")
@@ -668,30 +673,35 @@ class Bench:
             result = ScenarioResult(scenario)
             tag = f"{scenario.name}-{self.run_tag}"
             runs = {service.database: [] for service in self.services}
-            batches_before = batches_after = None
-            for index, service in enumerate(order):
-                self.psql("CHECKPOINT")
-                if service is self.current and batches_before is None:
-                    batches_before = parse_batch_histogram(self.metrics(service))
-                log(f"{scenario.name}: {service.label}: wrk -t{self.wrk_threads} -c{self.connections} -d{self.seconds}s")
-                runs[service.database].append(self.wrk(service, scenario, self.seconds, f"{tag}-{index}",
-                                                       meters[service.database]))
-                if service is self.current:
-                    batches_after = parse_batch_histogram(self.metrics(service))
+            references = {clients: [] for clients in self.pgbench_clients}
+            batch_sum = batch_count = 0.0
+            for round_index in range(self.rounds):
+                for index, service in enumerate(order):
+                    self.psql("CHECKPOINT")
+                    if service is self.current:
+                        batches_before = parse_batch_histogram(self.metrics(service))
+                    log(f"{scenario.name}: {service.label}: wrk -t{self.wrk_threads} -c{self.connections} "
+                        f"-d{self.seconds}s" + (f" (round {round_index + 1} of {self.rounds})" if self.rounds > 1 else ""))
+                    runs[service.database].append(self.wrk(service, scenario, self.seconds,
+                                                           f"{tag}-{round_index}-{index}", meters[service.database]))
+                    if service is self.current:
+                        batches_after = parse_batch_histogram(self.metrics(service))
+                        for operation, (after_sum, after_count) in batches_after.items():
+                            before_sum, before_count = batches_before.get(operation, (0.0, 0.0))
+                            batch_sum += after_sum - before_sum
+                            batch_count += after_count - before_count
+                for clients in self.pgbench_clients:
+                    self.psql("CHECKPOINT")
+                    log(f"{scenario.name}: pgbench -M prepared -c {clients} -T {self.seconds}")
+                    references[clients].append(self.pgbench(scenario, clients, meters[self.current.database]))
             result.service = combined(runs[self.current.database])
             if self.previous:
                 result.previous = combined(runs[self.previous.database])
-            total_sum = total_count = 0.0
-            for operation, (after_sum, after_count) in batches_after.items():
-                before_sum, before_count = batches_before.get(operation, (0.0, 0.0))
-                total_sum += after_sum - before_sum
-                total_count += after_count - before_count
-            result.batch_mean = total_sum / total_count if total_count else 0.0
+                result.changes = [this.ops / before.ops - 1.0 for this, before in
+                                  zip(runs[self.current.database], runs[self.previous.database]) if before.ops > 0]
+            result.pgbench = {clients: combined(measured) for clients, measured in references.items()}
+            result.batch_mean = batch_sum / batch_count if batch_count else 0.0
             result.committed = self.committed_rows(scenario, tag)
-            for clients in self.pgbench_clients:
-                self.psql("CHECKPOINT")
-                log(f"{scenario.name}: pgbench -M prepared -c {clients} -T {self.seconds}")
-                result.pgbench[clients] = self.pgbench(scenario, clients, meters[self.current.database])
             self.results.append(result)
             self.print_progress(result)
 
@@ -847,7 +857,10 @@ def report(bench):
                  f"{os.cpu_count()} cores shared by PostgreSQL, the service and the load generator.")
     if bench.previous:
         lines.append(f"- Also measured: {bench.previous.label}, on its own database of the same cluster; each "
-                     f"scenario ran previous, this, this, previous, and each side's figures are its two runs' mean.")
+                     f"scenario ran previous, this, this, previous ({bench.rounds} round(s)), and each side's "
+                     f"figures are the mean of its {2 * bench.rounds} runs.")
+    elif bench.rounds > 1:
+        lines.append(f"- Each figure is the mean of {bench.rounds} rounds.")
     lines.append("")
     lines.append("| scenario | ops/s | p50 ms | p99 ms | non-2xx | pgbench ops/s | pgbench p50 / p99 ms "
                  "| service ÷ pgbench | mean batch |")
@@ -907,12 +920,14 @@ def report(bench):
     if bench.previous:
         lines.append(f"Against the {bench.previous.label}, in this run:")
         lines.append("")
-        lines.append("| scenario | previous ops/s | this ops/s | change | previous p99 ms | this p99 ms |")
-        lines.append("|---|---:|---:|---:|---:|---:|")
+        lines.append("| scenario | previous ops/s | this ops/s | change | pairs' changes | previous p99 ms | this p99 ms |")
+        lines.append("|---|---:|---:|---:|---|---:|---:|")
         for result in bench.results:
             previous, service = result.previous, result.service
+            pairs = ", ".join(f"{change:+.0%}" for change in result.changes)
             lines.append(f"| {result.scenario.title} | {number(previous.ops)} | {number(service.ops)} | "
-                         f"{result.change:+.1%} | {milliseconds(previous.p99_ms)} | {milliseconds(service.p99_ms)} |")
+                         f"{result.change:+.1%} | {pairs} | {milliseconds(previous.p99_ms)} | "
+                         f"{milliseconds(service.p99_ms)} |")
         lines.append("")
     rss = f"{bench.rss_peak_kb / 1024:.1f} MB" if bench.rss_peak_kb else "unknown"
     lines.append(f"Peak RSS of the service (VmHWM): {rss}.")
