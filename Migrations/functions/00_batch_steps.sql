@@ -43,14 +43,42 @@ BEGIN
             FROM unnest(p_keys) WITH ORDINALITY k
             LEFT JOIN numbered n ON n.user_id = k.user_id AND n.currency = k.currency)
     INTO wallets, op_wallet;
-    -- Holds past their time stop counting now, under the wallet's lock (hold
-    -- rows come after wallet rows in the lock order).
+    -- Holds past their time stop counting now, under the wallets' locks (hold
+    -- rows come after wallet rows in the lock order). A wallet that holds
+    -- nothing has none to expire.
     IF EXISTS (SELECT 1 FROM unnest(wallets) w WHERE w.held > 0) THEN
-        SELECT coalesce(array_agg(ROW(w.user_id, w.currency, w.balance, FALSE,
-                                      CASE WHEN w.held > 0 THEN wallet.expire_due_holds(w.user_id, w.currency)
-                                           ELSE 0 END)::wallet.batch_wallet ORDER BY w.ordinality), '{}')
-        INTO wallets
-        FROM unnest(wallets) WITH ORDINALITY w;
+        wallets := wallet.expire_batch_holds(wallets);
     END IF;
+END;
+$$;
+
+-- The batch's wallets (locked) once their holds past expires_at are
+-- expired, in one statement for the whole batch: each wallet's held less
+-- what expired; a wallet's row is written only when some of its holds
+-- expired.
+CREATE OR REPLACE FUNCTION wallet.expire_batch_holds(p_wallets wallet.batch_wallet[])
+RETURNS wallet.batch_wallet[]
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_wallets wallet.batch_wallet[];
+BEGIN
+    WITH expired AS (
+        UPDATE wallet.holds h SET status = 'expired', expired_at = now()
+        FROM unnest(p_wallets) w
+        WHERE w.held > 0 AND h.user_id = w.user_id AND h.currency = w.currency AND h.status = 'held'
+          AND h.expires_at <= now()
+        RETURNING h.user_id, h.currency, h.amount
+    ), unheld AS (
+        UPDATE wallet.wallets x SET held = x.held - e.amount
+        FROM (SELECT e.user_id, e.currency, sum(e.amount)::BIGINT AS amount FROM expired e GROUP BY 1, 2) e
+        WHERE x.user_id = e.user_id AND x.currency = e.currency
+        RETURNING x.user_id, x.currency, x.held
+    )
+    SELECT array_agg(ROW(w.user_id, w.currency, w.balance, FALSE, coalesce(u.held, w.held))::wallet.batch_wallet
+                     ORDER BY w.ordinality)
+    INTO v_wallets
+    FROM unnest(p_wallets) WITH ORDINALITY w
+    LEFT JOIN unheld u ON u.user_id = w.user_id AND u.currency = w.currency;
+    RETURN v_wallets;
 END;
 $$;

@@ -2,10 +2,10 @@
 -- is in 0009_holds.sql; typed answers and one request composite per
 -- operation since 0017_one_posting.sql).
 --
--- Lock order, as everywhere (01_lock_flow_nos.sql): the wallet row, then
--- the hold row. A hold's wallet and amount never change, so they are read
--- before the wallet is locked. A capture posts its debit through
--- wallet.post_entries under that wallet lock.
+-- Lock order, as everywhere (01_lock_flow_nos.sql): wallet rows in key
+-- order, then hold rows (in id order). A hold's wallet and amount never
+-- change, so they are read before the wallet is locked. Captures post
+-- their debits through wallet.post_entries under those wallet locks.
 --
 -- Idempotency, as for debits: an operation's answer is stored under its key
 -- (wallet.idempotency_keys, whose primary key is per API client and key),
@@ -26,7 +26,7 @@
 --   not_found                          no such hold for this client
 --   idempotency_key_reused             the key was used for another request
 --   unknown_currency                   no product uses the currency
--- The first five are stored under the key and replayed; the last three are
+-- The first six are stored under the key and replayed; the last three are
 -- not stored.
 
 -- The wallet's `held` after expiring its holds past expires_at; call with
@@ -160,229 +160,313 @@ BEGIN
 END;
 $$;
 
--- Keeps an answer under its request's key (`p_amount`: the amount the
--- operation was about) and returns it. The key's primary key decides a race
--- with another transaction (see the top of this file).
-CREATE OR REPLACE FUNCTION wallet.store_hold_answer(p_request wallet.hold_request, p_result wallet.hold_result,
-                                                    p_amount BIGINT)
+-- What wallet.hold_many reads before it decides, in one query, per request:
+-- the answer stored under its key, the first request of the batch with its
+-- key and whether a product uses its currency (a placement's), and the
+-- wallet it works on: a placement's own, or the wallet of the hold a
+-- capture or release names (NULL when there is no such hold for its
+-- client). A hold's wallet never changes, so it is read before the lock.
+CREATE OR REPLACE FUNCTION wallet.hold_states(
+    p_requests wallet.hold_request[], OUT states wallet.debit_state[], OUT wallets wallet.wallet_key[])
+LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT array_agg(ROW(k, u.first, u.currency = ANY (ARRAY(SELECT DISTINCT p.currency FROM wallet.products p)))
+                         ::wallet.debit_state ORDER BY u.ord),
+           array_agg(CASE WHEN u.kind = 'place' THEN ROW(u.user_id, u.currency)::wallet.wallet_key
+                          ELSE ROW(h.user_id, h.currency)::wallet.wallet_key END ORDER BY u.ord)
+    INTO states, wallets
+    FROM (SELECT q.kind, q.client, q.key, q.any_client, q.user_id, q.currency, q.hold_id, q.ordinality AS ord,
+                 min(q.ordinality) OVER (PARTITION BY q.client, q.key)::INTEGER AS first
+          FROM unnest(p_requests) WITH ORDINALITY q) u
+    LEFT JOIN wallet.idempotency_keys k ON k.client = u.client AND k.key = u.key
+    LEFT JOIN wallet.holds h ON u.kind <> 'place' AND h.id = u.hold_id AND (u.any_client OR h.client = u.client);
+END;
+$$;
+
+-- The holds `p_ids`, locked in id order, as they are once locked; call with
+-- their wallets locked (and their due holds expired).
+CREATE OR REPLACE FUNCTION wallet.lock_batch_holds(p_ids BIGINT[])
+RETURNS wallet.holds[]
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_holds wallet.holds[];
+BEGIN
+    SELECT coalesce(array_agg(l.h ORDER BY (l.h).id), '{}') INTO v_holds
+    FROM (SELECT h FROM wallet.holds h WHERE h.id = ANY (p_ids) ORDER BY h.id FOR UPDATE) l;
+    RETURN v_holds;
+END;
+$$;
+
+-- A placement's answer, against its wallet as the batch has it: held, with
+-- the new hold (its id drawn now; written with the batch), or
+-- insufficient_funds when the available balance is too low.
+CREATE OR REPLACE FUNCTION wallet.decide_placement(p_request wallet.hold_request, p_wallet wallet.batch_wallet)
 RETURNS wallet.hold_result
 LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO wallet.idempotency_keys (client, key, request_hash, outcome, request_id, entry_id, amount,
-                                         balance, hold_id, held)
-    VALUES (p_request.client, p_request.key, p_request.request_hash, p_result.outcome, p_request.request_id,
-            CASE WHEN p_result.outcome = 'captured' THEN (p_result.hold).entry_id END, p_amount,
-            p_result.balance, (p_result.hold).id, p_result.held);
-    RETURN p_result;
-END;
-$$;
-
--- The wallet `p_user_id`, `p_currency` locked, its due holds expired: its
--- balance and held (both 0 for a wallet that does not exist).
-CREATE OR REPLACE FUNCTION wallet.lock_hold_wallet(p_user_id TEXT, p_currency TEXT)
-RETURNS wallet.batch_wallet
-LANGUAGE plpgsql AS $$
 DECLARE
-    v_wallet  wallet.batch_wallet := ROW(p_user_id, p_currency, 0, FALSE, 0)::wallet.batch_wallet;
-    v_balance BIGINT;
-    v_held    BIGINT;
-BEGIN
-    SELECT w.balance, w.held INTO v_balance, v_held FROM wallet.wallets w
-    WHERE w.user_id = p_user_id AND w.currency = p_currency FOR UPDATE;
-    IF FOUND THEN
-        v_wallet.balance := v_balance;
-        -- A wallet that holds nothing has no hold to expire (as for debits).
-        v_wallet.held := CASE WHEN v_held > 0 THEN wallet.expire_due_holds(p_user_id, p_currency) ELSE 0 END;
-    END IF;
-    RETURN v_wallet;
-END;
-$$;
-
--- Reserves the request's amount of the wallet's available balance for
--- its expires_in_seconds.
-CREATE OR REPLACE FUNCTION wallet.place_hold(p_request wallet.hold_request)
-RETURNS wallet.hold_result
-LANGUAGE plpgsql AS $$
-DECLARE
-    r        wallet.hold_request := p_request;
-    v_wallet wallet.batch_wallet;
-    v_hold   wallet.holds;
-BEGIN
-    IF r.amount IS NULL OR r.amount NOT BETWEEN 1 AND 1000000000000
-       OR r.expires_in_seconds IS NULL OR r.expires_in_seconds NOT BETWEEN 1 AND 86400 THEN
-        RAISE EXCEPTION 'place_hold: amount or expiry out of range' USING ERRCODE = 'WL003';
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM wallet.products p WHERE p.currency = r.currency) THEN
-        RETURN wallet.hold_answer('unknown_currency', NULL);
-    END IF;
-    v_wallet := wallet.lock_hold_wallet(r.user_id, r.currency);
-    IF v_wallet.balance - v_wallet.held < r.amount THEN
-        RETURN wallet.store_hold_answer(r, wallet.hold_answer(
-            p_outcome => 'insufficient_funds', p_request_id => r.request_id, p_balance => v_wallet.balance,
-            p_held => v_wallet.held), r.amount);
-    END IF;
-    INSERT INTO wallet.holds (client, user_id, currency, amount, reason, metadata, expires_at)
-    VALUES (r.client, r.user_id, r.currency, r.amount, r.reason, r.metadata,
-            now() + make_interval(secs => r.expires_in_seconds))
-    RETURNING * INTO v_hold;
-    UPDATE wallet.wallets w SET held = w.held + r.amount, updated_at = now()
-    WHERE w.user_id = r.user_id AND w.currency = r.currency
-    RETURNING w.held INTO v_wallet.held;
-    RETURN wallet.store_hold_answer(r, wallet.hold_answer(
-        p_outcome => 'held', p_request_id => r.request_id, p_hold => v_hold, p_balance => v_wallet.balance,
-        p_held => v_wallet.held), r.amount);
-END;
-$$;
-
--- The hold `p_hold_id` as it is once its wallet is locked and its wallet's
--- due holds are expired, itself locked; a NULL row when there is no such
--- hold for `p_client` (`p_any_client`: an admin key sees every hold).
-CREATE OR REPLACE FUNCTION wallet.lock_hold(p_hold_id BIGINT, p_client TEXT, p_any_client BOOLEAN)
-RETURNS wallet.holds
-LANGUAGE plpgsql AS $$
-DECLARE
+    r      wallet.hold_request := p_request;
     v_hold wallet.holds;
 BEGIN
-    -- Its wallet never changes, so it is read before the wallet's lock.
-    SELECT * INTO v_hold FROM wallet.holds h WHERE h.id = p_hold_id AND (p_any_client OR h.client = p_client);
-    IF NOT FOUND THEN
-        RETURN NULL;
+    IF p_wallet.balance - p_wallet.held < r.amount THEN
+        RETURN wallet.hold_answer(p_outcome => 'insufficient_funds', p_request_id => r.request_id,
+                                  p_balance => p_wallet.balance, p_held => p_wallet.held);
     END IF;
-    PERFORM 1 FROM wallet.wallets w WHERE w.user_id = v_hold.user_id AND w.currency = v_hold.currency FOR UPDATE;
-    PERFORM wallet.expire_due_holds(v_hold.user_id, v_hold.currency);
-    SELECT * INTO v_hold FROM wallet.holds h WHERE h.id = p_hold_id FOR UPDATE;
-    RETURN v_hold;
+    v_hold.id := nextval('wallet.holds_id_seq');
+    v_hold.client := r.client;
+    v_hold.user_id := r.user_id;
+    v_hold.currency := r.currency;
+    v_hold.amount := r.amount;
+    v_hold.status := 'held';
+    v_hold.reason := r.reason;
+    v_hold.metadata := r.metadata;
+    v_hold.expires_at := now() + make_interval(secs => r.expires_in_seconds);
+    v_hold.created_at := now();
+    RETURN wallet.hold_answer(p_outcome => 'held', p_request_id => r.request_id, p_hold => v_hold,
+                              p_balance => p_wallet.balance, p_held => p_wallet.held + r.amount);
 END;
 $$;
 
--- What a capture and a release share: the request's hold, locked (wallet
--- first, its due holds expired), with its wallet's balance and held. The
--- answer has no outcome when the hold can be settled; otherwise it is
--- not_found (no such hold for this client) or hold_not_active, stored under
--- the key.
-CREATE OR REPLACE FUNCTION wallet.hold_to_settle(p_request wallet.hold_request)
+-- A capture's or release's answer, against its hold and wallet as the batch
+-- has them: not_found (no such hold for this client), hold_not_active (it
+-- is captured, released or expired), released; for a capture of up to the
+-- held amount (all of it when the request names none), amount_exceeds_hold,
+-- insufficient_funds (a capture is a debit: never below zero; the hold
+-- stays held) or captured. A settled hold shows as it will be written.
+CREATE OR REPLACE FUNCTION wallet.decide_settlement(
+    p_request wallet.hold_request, p_hold wallet.holds, p_wallet wallet.batch_wallet)
 RETURNS wallet.hold_result
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_hold   wallet.holds;
     v_result wallet.hold_result;
+    v_amount BIGINT := coalesce(p_request.amount, p_hold.amount);
 BEGIN
-    v_hold := wallet.lock_hold(p_request.hold_id, p_request.client, p_request.any_client);
-    IF v_hold.id IS NULL THEN
+    IF p_hold.id IS NULL THEN
         RETURN wallet.hold_answer('not_found', NULL);
     END IF;
-    v_result := wallet.hold_answer(NULL, p_request.request_id, v_hold);
-    SELECT w.balance, w.held INTO v_result.balance, v_result.held FROM wallet.wallets w
-    WHERE w.user_id = v_hold.user_id AND w.currency = v_hold.currency;
-    IF v_hold.status <> 'held' THEN
+    v_result := wallet.hold_answer(NULL, p_request.request_id, p_hold, p_wallet.balance, p_wallet.held);
+    IF p_hold.status <> 'held' THEN
         v_result.outcome := 'hold_not_active';
-        RETURN wallet.store_hold_answer(p_request, v_result, coalesce(p_request.amount, v_hold.amount));
+    ELSIF p_request.kind = 'release' THEN
+        p_hold.status := 'released';
+        p_hold.released_at := now();
+        p_hold.release_reason := p_request.reason;
+        v_result.outcome := 'released';
+    ELSIF v_amount > p_hold.amount THEN
+        v_result.outcome := 'amount_exceeds_hold';
+    ELSIF p_wallet.balance < v_amount THEN
+        v_result.outcome := 'insufficient_funds';
+    ELSE
+        p_hold.status := 'captured';
+        p_hold.captured_amount := v_amount;
+        p_hold.captured_at := now();
+        v_result.outcome := 'captured';
+        v_result.balance := p_wallet.balance - v_amount;
+    END IF;
+    IF v_result.outcome IN ('released', 'captured') THEN
+        v_result.hold := p_hold;
+        v_result.held := p_wallet.held - p_hold.amount;
     END IF;
     RETURN v_result;
 END;
 $$;
 
--- The wallet's held, less a hold that is settled now; call with the wallet
--- row locked.
-CREATE OR REPLACE FUNCTION wallet.unhold(p_hold wallet.holds)
-RETURNS BIGINT
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_held BIGINT;
+-- A capture's posting: its amount taken from the hold's wallet, with the
+-- hold as its reference and its reason and metadata.
+CREATE OR REPLACE FUNCTION wallet.capture_posting(p_hold wallet.holds, p_client TEXT)
+RETURNS wallet.posting
+LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
-    UPDATE wallet.wallets w SET held = w.held - p_hold.amount, updated_at = now()
-    WHERE w.user_id = p_hold.user_id AND w.currency = p_hold.currency
-    RETURNING w.held INTO v_held;
-    RETURN v_held;
+    RETURN wallet.new_posting(
+        p_kind => 'debit', p_user_id => p_hold.user_id, p_currency => p_hold.currency,
+        p_amount => -p_hold.captured_amount, p_reference => 'hold:' || p_hold.id, p_client => p_client,
+        p_metadata => jsonb_strip_nulls(jsonb_build_object('reason', p_hold.reason, 'metadata', p_hold.metadata,
+                                                           'hold_id', p_hold.id)));
 END;
 $$;
 
--- Debits up to the held amount (all of it when the request names none)
--- and releases the rest. A capture is a debit: it never takes the balance
--- below zero (insufficient_funds, and the hold stays held).
-CREATE OR REPLACE FUNCTION wallet.capture_hold(p_request wallet.hold_request)
-RETURNS wallet.hold_result
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_result wallet.hold_result;
-    v_hold   wallet.holds;
-    v_amount BIGINT;
-    v_entry  wallet.entries;
-BEGIN
-    v_result := wallet.hold_to_settle(p_request);
-    IF v_result.outcome IS NOT NULL THEN
-        RETURN v_result;
-    END IF;
-    v_hold := v_result.hold;
-    v_amount := coalesce(p_request.amount, v_hold.amount);
-    IF v_amount > v_hold.amount OR v_result.balance < v_amount THEN
-        v_result.outcome := CASE WHEN v_amount > v_hold.amount THEN 'amount_exceeds_hold' ELSE 'insufficient_funds' END;
-        RETURN wallet.store_hold_answer(p_request, v_result, v_amount);
-    END IF;
-    v_entry := (wallet.post_entries(ARRAY[wallet.new_posting(
-        p_kind => 'debit', p_user_id => v_hold.user_id, p_currency => v_hold.currency, p_amount => -v_amount,
-        p_reference => 'hold:' || v_hold.id, p_client => p_request.client,
-        p_metadata => jsonb_strip_nulls(jsonb_build_object('reason', v_hold.reason, 'metadata', v_hold.metadata,
-                                                           'hold_id', v_hold.id)))]))[1];
-    UPDATE wallet.holds h SET status = 'captured', captured_amount = v_amount, captured_at = now(), entry_id = v_entry.id
-    WHERE h.id = v_hold.id
-    RETURNING * INTO v_hold;
-    v_result.hold := v_hold;
-    v_result.outcome := 'captured';
-    v_result.balance := v_entry.balance_after;
-    v_result.held := wallet.unhold(v_hold);
-    RETURN wallet.store_hold_answer(p_request, v_result, v_amount);
-END;
-$$;
-
--- Gives a held hold's coins back to the available balance; no entry. The
--- request's reason, if any (an operator's), is kept on the hold.
-CREATE OR REPLACE FUNCTION wallet.release_hold(p_request wallet.hold_request)
-RETURNS wallet.hold_result
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_result wallet.hold_result;
-    v_hold   wallet.holds;
-BEGIN
-    v_result := wallet.hold_to_settle(p_request);
-    IF v_result.outcome IS NOT NULL THEN
-        RETURN v_result;
-    END IF;
-    UPDATE wallet.holds h SET status = 'released', released_at = now(), release_reason = p_request.reason
-    WHERE h.id = (v_result.hold).id
-    RETURNING * INTO v_hold;
-    v_result.hold := v_hold;
-    v_result.outcome := 'released';
-    v_result.held := wallet.unhold(v_hold);
-    RETURN wallet.store_hold_answer(p_request, v_result, v_hold.amount);
-END;
-$$;
-
--- A writer's batch of hold operations, in the given order (the writer
--- sorts them by wallet), one answer each, in order. A key that has an
--- answer (stored by an earlier transaction, a debit of this batch's, or an
--- earlier operation of this call) answers with it.
+-- A writer's batch of hold operations, one answer each, in order. The
+-- outcome of a request is what it would be applied alone, one after
+-- another in batch order, duplicates included, with two liberties a batch
+-- of concurrent requests allows: a capture or release of a hold placed
+-- earlier in the same batch finds no hold (as if it came first), and a
+-- replay of an answer stored before the batch shows its hold as the batch
+-- leaves it (as if it came last).
+--
+-- Set-based, as wallet.debit_many: one query reads every key and hold; the
+-- batch's wallets are locked once in key order, their due holds expired
+-- once, then the holds it settles, in id order; the decisions are made in
+-- memory; then wallet.write_hold_batch posts, writes and stores once for
+-- the batch. The planner settings are wallet.debit_many's, for its reasons.
 CREATE OR REPLACE FUNCTION wallet.hold_many(p_requests wallet.hold_request[])
 RETURNS SETOF wallet.hold_result
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET enable_seqscan = off
+SET plan_cache_mode = force_generic_plan
+AS $$
 DECLARE
-    r        wallet.hold_request;
-    v_stored wallet.idempotency_keys;
+    v_count    INTEGER := coalesce(cardinality(p_requests), 0);
+    v_states   wallet.debit_state[];
+    v_keys     wallet.wallet_key[];
+    v_wallets  wallet.batch_wallet[];
+    op_wallet  INTEGER[];
+    v_holds    wallet.holds[];
+    v_hold_ids BIGINT[];
+    -- Per request: its hold's place in v_holds, and its posting's in v_postings.
+    op_hold    INTEGER[] := array_fill(NULL::INTEGER, ARRAY[v_count]);
+    op_posting INTEGER[] := array_fill(NULL::INTEGER, ARRAY[v_count]);
+    v_postings wallet.posting[] := '{}';
+    v_results  wallet.hold_result[] := array_fill(NULL::wallet.hold_result, ARRAY[v_count]);
+    -- By first request of a key: the request whose answer the batch stores.
+    g_stored   INTEGER[] := array_fill(NULL::INTEGER, ARRAY[v_count]);
+    r          wallet.hold_request;
+    s          wallet.debit_state;
+    v_wallet   wallet.batch_wallet;
+    v_result   wallet.hold_result;
 BEGIN
-    FOREACH r IN ARRAY coalesce(p_requests, '{}') LOOP
-        SELECT * INTO v_stored FROM wallet.idempotency_keys k WHERE k.client = r.client AND k.key = r.key;
-        IF FOUND THEN
-            RETURN NEXT wallet.hold_replay(v_stored, r.request_hash);
-        ELSIF r.kind = 'place' THEN
-            RETURN NEXT wallet.place_hold(r);
-        ELSIF r.kind = 'capture' THEN
-            RETURN NEXT wallet.capture_hold(r);
-        ELSIF r.kind = 'release' THEN
-            RETURN NEXT wallet.release_hold(r);
+    PERFORM wallet.check_hold_requests(p_requests);
+    IF v_count = 0 THEN
+        RETURN;
+    END IF;
+    SELECT h.states, h.wallets INTO v_states, v_keys FROM wallet.hold_states(p_requests) h;
+    SELECT l.wallets, l.op_wallet INTO v_wallets, op_wallet FROM wallet.lock_batch_wallets(v_keys, FALSE) l;
+    v_holds := wallet.lock_batch_holds(ARRAY(SELECT q.hold_id FROM unnest(p_requests) WITH ORDINALITY q
+                                             WHERE q.kind <> 'place' AND (v_keys[q.ordinality]).user_id IS NOT NULL));
+    v_hold_ids := ARRAY(SELECT h.id FROM unnest(v_holds) h);
+    FOR i IN 1 .. v_count LOOP
+        r := p_requests[i];
+        s := v_states[i];
+        -- A key answered before the batch is replayed once the batch is written.
+        CONTINUE WHEN (s.stored).key IS NOT NULL;
+        IF g_stored[s.first] IS NOT NULL THEN
+            v_results[i] := wallet.hold_repeat(v_results[g_stored[s.first]], v_holds[op_hold[g_stored[s.first]]],
+                                               (p_requests[g_stored[s.first]]).request_hash = r.request_hash);
+            op_hold[i] := CASE WHEN (v_results[i]).replayed THEN op_hold[g_stored[s.first]] END;
+            CONTINUE;
+        END IF;
+        v_wallet := coalesce(v_wallets[op_wallet[i]], ROW(r.user_id, r.currency, 0, FALSE, 0)::wallet.batch_wallet);
+        IF r.kind = 'place' THEN
+            v_result := CASE WHEN s.currency_known THEN wallet.decide_placement(r, v_wallet)
+                             ELSE wallet.hold_answer('unknown_currency', NULL) END;
         ELSE
-            RAISE EXCEPTION 'hold_many: unknown kind %', r.kind USING ERRCODE = 'WL003';
+            op_hold[i] := CASE WHEN (v_keys[i]).user_id IS NOT NULL THEN array_position(v_hold_ids, r.hold_id) END;
+            v_result := wallet.decide_settlement(r, v_holds[op_hold[i]], v_wallet);
+        END IF;
+        v_results[i] := v_result;
+        IF v_result.outcome NOT IN ('not_found', 'unknown_currency') THEN
+            g_stored[s.first] := i;
+        END IF;
+        CONTINUE WHEN v_result.outcome NOT IN ('held', 'captured', 'released');
+        v_wallets[op_wallet[i]] := ROW(v_wallet.user_id, v_wallet.currency, v_result.balance, TRUE, v_result.held);
+        CONTINUE WHEN r.kind = 'place';
+        v_holds[op_hold[i]] := v_result.hold;
+        IF v_result.outcome = 'captured' THEN
+            v_postings[cardinality(v_postings) + 1] := wallet.capture_posting(v_result.hold, r.client);
+            op_posting[i] := cardinality(v_postings);
         END IF;
     END LOOP;
+    v_results := wallet.write_hold_batch(p_requests, v_results, v_holds, op_hold, v_wallets,
+                                         wallet.post_entries(v_postings), op_posting);
+    RETURN QUERY SELECT * FROM unnest(wallet.hold_replays(p_requests, v_states, v_results));
+END;
+$$;
+
+-- Refuses a batch with a request no caller should send (WL003): an unknown
+-- kind, or a placement's amount or expiry out of range.
+CREATE OR REPLACE FUNCTION wallet.check_hold_requests(p_requests wallet.hold_request[])
+RETURNS VOID
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM unnest(p_requests) q WHERE q.kind IS NULL OR q.kind NOT IN ('place', 'capture', 'release')) THEN
+        RAISE EXCEPTION 'hold_many: unknown kind' USING ERRCODE = 'WL003';
+    ELSIF EXISTS (SELECT 1 FROM unnest(p_requests) q
+                  WHERE q.kind = 'place' AND (q.amount IS NULL OR q.amount NOT BETWEEN 1 AND 1000000000000
+                        OR q.expires_in_seconds IS NULL OR q.expires_in_seconds NOT BETWEEN 1 AND 86400)) THEN
+        RAISE EXCEPTION 'place_hold: amount or expiry out of range' USING ERRCODE = 'WL003';
+    END IF;
+END;
+$$;
+
+-- Writes what wallet.hold_many decided, given the entries its captures
+-- posted (`op_posting`: per request, its entry's place among them): the new
+-- holds, the settled ones (a capture with its entry), the wallets' held,
+-- and each answer decided now under its key. Returns the answers, each
+-- captured hold they show with its entry.
+--
+-- The key's primary key decides a race with another transaction (see the
+-- top of this file; not ON CONFLICT, for wallet.post_debits's reason).
+CREATE OR REPLACE FUNCTION wallet.write_hold_batch(
+    p_requests wallet.hold_request[], p_results wallet.hold_result[], p_holds wallet.holds[], op_hold INTEGER[],
+    p_wallets wallet.batch_wallet[], p_entries wallet.entries[], op_posting INTEGER[])
+RETURNS wallet.hold_result[]
+LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 1 .. cardinality(p_results) LOOP
+        IF op_posting[i] IS NOT NULL THEN
+            p_holds[op_hold[i]].entry_id := (p_entries[op_posting[i]]).id;
+        END IF;
+    END LOOP;
+    -- A hold changes once, from held: an answer that shows it changed shows
+    -- it as written.
+    FOR i IN 1 .. cardinality(p_results) LOOP
+        IF op_hold[i] IS NOT NULL AND ((p_results[i]).hold).status <> 'held' THEN
+            p_results[i].hold := p_holds[op_hold[i]];
+        END IF;
+    END LOOP;
+    INSERT INTO wallet.holds OVERRIDING SYSTEM VALUE
+    SELECT (a.hold).* FROM unnest(p_results) a WHERE a.outcome = 'held' AND NOT a.replayed;
+    UPDATE wallet.holds h
+    SET status = n.status, captured_amount = n.captured_amount, captured_at = n.captured_at, entry_id = n.entry_id,
+        released_at = n.released_at, release_reason = n.release_reason
+    FROM unnest(p_holds) n
+    WHERE h.id = n.id AND h.status = 'held' AND n.status <> 'held';
+    UPDATE wallet.wallets w SET held = n.held, updated_at = now()
+    FROM unnest(p_wallets) n
+    WHERE n.changed AND w.user_id = n.user_id AND w.currency = n.currency;
+    INSERT INTO wallet.idempotency_keys (client, key, request_hash, outcome, request_id, entry_id, amount, balance,
+                                         hold_id, held)
+    SELECT q.client, q.key, q.request_hash, a.outcome, q.request_id,
+           CASE WHEN a.outcome = 'captured' THEN (a.hold).entry_id END,
+           CASE WHEN q.kind = 'release' THEN (a.hold).amount ELSE coalesce(q.amount, (a.hold).amount) END,
+           a.balance, (a.hold).id, a.held
+    FROM unnest(p_requests) WITH ORDINALITY q
+    JOIN unnest(p_results) WITH ORDINALITY a ON a.ordinality = q.ordinality
+    WHERE NOT a.replayed AND a.outcome NOT IN ('not_found', 'unknown_currency', 'idempotency_key_reused');
+    RETURN p_results;
+END;
+$$;
+
+-- An answer given earlier in the batch under the same key, repeated
+-- (replayed) to the same request (`p_same`), showing its hold as the batch
+-- has it now (`p_hold`, when the answer is about a hold the batch locked);
+-- idempotency_key_reused for another request.
+CREATE OR REPLACE FUNCTION wallet.hold_repeat(p_earlier wallet.hold_result, p_hold wallet.holds, p_same BOOLEAN)
+RETURNS wallet.hold_result
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF NOT p_same THEN
+        RETURN wallet.hold_answer('idempotency_key_reused', NULL);
+    END IF;
+    p_earlier.replayed := TRUE;
+    IF p_hold.id IS NOT NULL THEN
+        p_earlier.hold := p_hold;
+    END IF;
+    RETURN p_earlier;
+END;
+$$;
+
+-- The answers wallet.hold_many left to the end: those stored under their
+-- key before the batch, replayed as wallet.hold_replay gives them.
+CREATE OR REPLACE FUNCTION wallet.hold_replays(p_requests wallet.hold_request[], p_states wallet.debit_state[],
+                                               p_results wallet.hold_result[])
+RETURNS wallet.hold_result[]
+LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 1 .. cardinality(p_results) LOOP
+        IF ((p_states[i]).stored).key IS NOT NULL THEN
+            p_results[i] := wallet.hold_replay((p_states[i]).stored, (p_requests[i]).request_hash);
+        END IF;
+    END LOOP;
+    RETURN p_results;
 END;
 $$;
 
@@ -409,7 +493,7 @@ BEGIN
     v_request.any_client := TRUE;
     v_request.hold_id := p_hold_id;
     v_request.reason := p_reason;
-    v_result := wallet.release_hold(v_request);
+    SELECT * INTO v_result FROM wallet.hold_many(ARRAY[v_request]);
     SELECT * INTO v_hold FROM wallet.holds h WHERE h.id = p_hold_id;
     INSERT INTO wallet.admin_audit (action, operator, reason, arguments, outcome)
     VALUES ('release_hold', p_operator, p_reason, jsonb_build_object('hold_id', p_hold_id), v_result.outcome);
