@@ -89,6 +89,7 @@ extension WalletAPI {
         ledger.groupCommit.submit(.hold(hold, route: route), deadline: deadline()) { result in
             respond(responder) {
                 guard case .hold(let outcome) = try result.get() else { preconditionFailure("hold answered as another operation") }
+                if let hold = outcome.hold { ledger.rememberOwner(of: hold) }
                 return try holdResponse(outcome)
             }
         }

@@ -1,4 +1,5 @@
 public import Foundation
+import Locking
 public import Postgres
 public import WalletCore
 
@@ -162,11 +163,22 @@ extension LedgerStore {
 extension Ledger {
     /// The user whose wallet hold `id` is in, to route its capture or
     /// release to that wallet's writer; nil when there is no such hold.
+    /// A hold's wallet never changes, so an owner once known (from the
+    /// answer that placed or showed the hold, or read here) is remembered,
+    /// and most captures and releases route without a read.
     public func holdOwner(id: Int64) throws -> String? {
-        try reads.run {
+        if let owner = holdOwners.value(forKey: id) { return owner }
+        let owner = try reads.run {
             try $0.prepared("SELECT user_id FROM wallet.holds WHERE id = \(id)::bigint").single
                 .map { try $0.decode(String.self, at: 0) }
         }
+        if let owner { holdOwners.insert(owner, forKey: id) }
+        return owner
+    }
+
+    /// Remembers the owner of a hold an answer showed.
+    public func rememberOwner(of hold: LedgerStore.Hold) {
+        holdOwners.insert(hold.userID, forKey: hold.id)
     }
 
     /// The hold `id` as it is now, when `client` may see it.

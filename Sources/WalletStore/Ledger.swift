@@ -69,6 +69,10 @@ public final class Ledger: Sendable {
     /// What the pauses before retries and the server-thread reads' quiet
     /// period are counted on.
     let clock: any WorkClock
+    /// Holds' owners, by hold id (see `holdOwner(id:)`).
+    let holdOwners = BoundedCache<Int64, String>(entriesMax: Ledger.holdOwnersMax)
+    /// A few megabytes at most; a hold it has forgotten costs one read.
+    static let holdOwnersMax = 16_384
 
     public init(configuration: Configuration, metrics: any StoreMetrics, logger: Logger,
                 clock: any WorkClock = SystemClock()) {
