@@ -52,6 +52,8 @@ RAW_DIR = RESULTS_DIR / "last-run"
 
 WALLETS = 2000
 HOT_WALLET = "hot"
+# Where pgbench runs: a database of its own (see Bench.seed_reference).
+REFERENCE_DATABASE = "wallet_reference"
 PGBENCH_HOT_WALLET = "pg-hot"
 # Enough that no run can spend a wallet down: a debit takes 1 coin.
 SEED_COINS_SPREAD = 1_000_000_000
@@ -510,8 +512,8 @@ class Bench:
         log(f"starting PostgreSQL on 127.0.0.1:{self.pg_port}")
         self.run([str(self.pg_bin / "pg_ctl"), "-D", str(data), "-l", str(self.temp_dir / "postgres.log"),
                   "-w", "-t", "60", "start"], 90, as_postgres=True)
-        for service in self.services:
-            self.psql(f"CREATE DATABASE {service.database}", database="postgres")
+        for database in [service.database for service in self.services] + [REFERENCE_DATABASE]:
+            self.psql(f"CREATE DATABASE {database}", database="postgres")
         self.postmaster_pid = int((data / "postmaster.pid").read_text().split("\n", 1)[0])
         self.pg_version = self.psql("SHOW server_version")
         self.pg_settings = self.psql(
@@ -568,9 +570,22 @@ class Bench:
         for name, scopes in (("bench-credit", "credit,read"), ("bench-debit", "debit,read")):
             output = self.wallet_command(service, ["keys", "create", "--name", name, "--scopes", scopes], 60).stdout
             service.keys[name] = output.strip().splitlines()[-1].strip()
-        # The same seed in every database, so each service writes tables of
-        # the same size; pgbench runs on this build's database.
-        log(f"seeding {WALLETS} wallets and a hot wallet in {service.database}, for the service and for pgbench")
+        self.seed(service.database)
+
+    def seed_reference(self):
+        """The reference's database: this build's schema and the same seed.
+        pgbench writes there, so its rows weigh on neither service's tables
+        (with BENCH_PREVIOUS, on this build's alone they would)."""
+        env = dict(os.environ)
+        env["WALLET_DATABASE_URL"] = self.conninfo(REFERENCE_DATABASE)
+        env.setdefault("WALLET_LOG_LEVEL", "warning")
+        self.run([str(self.current.binary), "migrate"], 120, env=env)
+        self.seed(REFERENCE_DATABASE)
+
+    def seed(self, database):
+        # The same seed in every database, so each service, and pgbench,
+        # writes tables of the same size.
+        log(f"seeding {WALLETS} wallets and a hot wallet in {database}, for the service and for pgbench")
         # One grant per wallet, through the admin function, so the seed is an
         # ordinary ledger entry that `wallet check` accounts for.
         self.psql(f"""
@@ -582,12 +597,12 @@ class Bench:
                 LATERAL wallet.grant_coins('pg-u' || g, {SEED_COINS_SPREAD}, 'coin', 'bench', 'bench');
             SELECT * FROM wallet.grant_coins('{HOT_WALLET}', {SEED_COINS_HOT}, 'coin', 'bench', 'bench');
             SELECT * FROM wallet.grant_coins('{PGBENCH_HOT_WALLET}', {SEED_COINS_HOT}, 'coin', 'bench', 'bench');
-            """, database=service.database)
+            """, database=database)
         # Statistics for the seeded tables only. Analyzing the still-empty
         # idempotency_keys and credits would record them as empty, and the
         # generic plans the service's functions cache would then scan them
         # sequentially on every operation until autovacuum analyzes again.
-        self.psql("ANALYZE wallet.wallets, wallet.entries", database=service.database)
+        self.psql("ANALYZE wallet.wallets, wallet.entries", database=database)
 
     def metrics(self, service):
         try:
@@ -641,7 +656,7 @@ class Bench:
                      "-U", "postgres", "-l", f"--log-prefix={log_prefix}", "-f", str(BENCH_DIR / "sql" / scenario.sql)]
         for name, value in scenario.pgbench_variables.items():
             arguments += ["-D", f"{name}={value}"]
-        arguments.append("wallet")
+        arguments.append(REFERENCE_DATABASE)
         before = meter.sample()
         text = self.run_load(arguments, None, self.seconds + 120,
                              RAW_DIR / f"pgbench-{scenario.name}-c{clients}.txt")
@@ -824,6 +839,7 @@ class Bench:
         for service in self.services:
             self.start_service(service)
             self.make_keys_and_seed(service)
+        self.seed_reference()
         self.measure()
         self.measure_slow_clients()
         self.read_peak_rss()

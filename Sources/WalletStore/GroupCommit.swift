@@ -251,20 +251,19 @@ public final class GroupCommit: Sendable {
 
     /// One transaction: all credits of the batch, then all debits, so a
     /// wallet topped up and spent in the same batch sees the coins, then
-    /// the hold operations in one call, in wallet order, so they lock
-    /// wallets in the order everything else does as far as they can.
+    /// the hold operations in one call (which locks their wallets in key
+    /// order, as every call does).
     private func applyInOneTransaction(_ items: [Item], attemptsMax: Int?) throws -> [Outcome] {
         var credits: [(position: Int, operation: LedgerStore.CreditOperation)] = []
         var debits: [(position: Int, operation: LedgerStore.DebitOperation)] = []
-        var holds: [(position: Int, request: LedgerStore.HoldRequest, route: String)] = []
+        var holds: [(position: Int, request: LedgerStore.HoldRequest)] = []
         for (position, item) in items.enumerated() {
             switch item.operation {
             case .credit(let credit): credits.append((position, credit))
             case .debit(let debit): debits.append((position, debit))
-            case .hold(let request, let route): holds.append((position, request, route))
+            case .hold(let request, _): holds.append((position, request))
             }
         }
-        holds.sort { ($0.route, $0.position) < ($1.route, $1.position) }
         // Bounded by every item's deadline: no caller waits past its own.
         let deadline = items.map(\.deadline).min()!
         let apply = { (connection: Connection) in
