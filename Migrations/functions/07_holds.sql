@@ -166,6 +166,8 @@ $$;
 -- wallet it works on: a placement's own, or the wallet of the hold a
 -- capture or release names (NULL when there is no such hold for its
 -- client). A hold's wallet never changes, so it is read before the lock.
+-- The first three are a wallet.debit_state, as wallet.debit_states reads
+-- them for debits.
 CREATE OR REPLACE FUNCTION wallet.hold_states(
     p_requests wallet.hold_request[], OUT states wallet.debit_state[], OUT wallets wallet.wallet_key[])
 LANGUAGE plpgsql AS $$
