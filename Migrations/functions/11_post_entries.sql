@@ -58,8 +58,11 @@ SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     -- A small map from each wallet posted to, to its balance as the
-    -- postings go (array_position finds a wallet's place).
-    v_wallets  wallet.wallet_key[];
+    -- postings go: array_position finds a wallet's place by its key as
+    -- text, "user_id currency" (neither holds a space). Compared as a
+    -- wallet_key composite instead, a batch of 13 debits took about an
+    -- eighth more of PostgreSQL's time.
+    v_wallets  TEXT[];
     v_balances BIGINT[];
     v_place    INTEGER;
     p          wallet.posting;
@@ -77,12 +80,12 @@ BEGIN
         WHERE wallets.user_id = m.user_id AND wallets.currency = m.currency
         RETURNING wallets.user_id, wallets.currency, wallets.balance - m.amount AS opening
     )
-    SELECT array_agg(ROW(moved.user_id, moved.currency)::wallet.wallet_key), array_agg(moved.opening)
+    SELECT array_agg(moved.user_id || ' ' || moved.currency), array_agg(moved.opening)
     INTO v_wallets, v_balances
     FROM moved;
     v_entry.created_at := now();
     FOREACH p IN ARRAY p_postings LOOP
-        v_place := array_position(v_wallets, ROW(p.user_id, p.currency)::wallet.wallet_key);
+        v_place := array_position(v_wallets, p.user_id || ' ' || p.currency);
         IF v_place IS NULL THEN
             RAISE EXCEPTION 'post_entries: no wallet %/%', p.user_id, p.currency USING ERRCODE = 'WL003';
         END IF;
