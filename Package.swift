@@ -162,7 +162,7 @@ let package = Package(
         // The store's own suites: its SQL, group commit, the admin scripts.
         .testTarget(
             name: "WalletStoreTests",
-            dependencies: ["WalletStore", "WalletCore", "Postgres", "Locking", "Logging", "TestSupport"]
+            dependencies: ["WalletStore", "WalletCore", "Postgres", "JSON", "Locking", "Logging", "TestSupport"]
         ),
         .testTarget(
             name: "ServiceAPITests",

@@ -53,32 +53,37 @@ END;
 $$;
 
 -- The batch's wallets (locked) once their holds past expires_at are
--- expired, in one statement for the whole batch: each wallet's held less
--- what expired; a wallet's row is written only when some of its holds
--- expired.
+-- expired: the holds marked in one statement for the whole batch, and a
+-- hold.expired posting each (wallet.post_entries moves the held coins and
+-- tells the event), in the wallets' order, then each hold's.
 CREATE OR REPLACE FUNCTION wallet.expire_batch_holds(p_wallets wallet.batch_wallet[])
 RETURNS wallet.batch_wallet[]
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_wallets wallet.batch_wallet[];
+    v_postings wallet.posting[];
+    v_wallets  wallet.batch_wallet[];
 BEGIN
     WITH expired AS (
         UPDATE wallet.holds h SET status = 'expired', expired_at = now()
         FROM unnest(p_wallets) w
         WHERE w.held > 0 AND h.user_id = w.user_id AND h.currency = w.currency AND h.status = 'held'
           AND h.expires_at <= now()
-        RETURNING h.user_id, h.currency, h.amount
-    ), unheld AS (
-        UPDATE wallet.wallets x SET held = x.held - e.amount
-        FROM (SELECT e.user_id, e.currency, sum(e.amount)::BIGINT AS amount FROM expired e GROUP BY 1, 2) e
-        WHERE x.user_id = e.user_id AND x.currency = e.currency
-        RETURNING x.user_id, x.currency, x.held
+        RETURNING h AS hold
     )
-    SELECT array_agg(ROW(w.user_id, w.currency, w.balance, FALSE, coalesce(u.held, w.held))::wallet.batch_wallet
+    SELECT array_agg(wallet.hold_posting('hold.expired', e.hold, -(e.hold).amount)
+                     ORDER BY (e.hold).user_id, (e.hold).currency, (e.hold).id)
+    INTO v_postings
+    FROM expired e;
+    IF v_postings IS NULL THEN
+        RETURN p_wallets;
+    END IF;
+    PERFORM wallet.post_entries(v_postings);
+    SELECT array_agg(ROW(w.user_id, w.currency, w.balance, FALSE, w.held - coalesce(x.held, 0))::wallet.batch_wallet
                      ORDER BY w.ordinality)
     INTO v_wallets
     FROM unnest(p_wallets) WITH ORDINALITY w
-    LEFT JOIN unheld u ON u.user_id = w.user_id AND u.currency = w.currency;
+    LEFT JOIN (SELECT q.user_id, q.currency, -sum(q.held)::BIGINT AS held FROM unnest(v_postings) q GROUP BY 1, 2) x
+           ON x.user_id = w.user_id AND x.currency = w.currency;
     RETURN v_wallets;
 END;
 $$;

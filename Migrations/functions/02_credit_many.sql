@@ -102,7 +102,8 @@ BEGIN
             v_credits[cardinality(v_credits) + 1] := v_credit;
             v_postings[cardinality(v_postings) + 1] := wallet.new_posting(
                 p_kind => 'credit', p_user_id => o.user_id, p_currency => v_credit.currency,
-                p_amount => v_credit.amount, p_reference => o.flow_no, p_client => o.client);
+                p_amount => v_credit.amount, p_reference => o.flow_no, p_client => o.client,
+                p_data => wallet.credit_event_data(v_credit));
             op_posting[i] := cardinality(v_postings);
         END IF;
     END LOOP;
@@ -191,6 +192,14 @@ BEGIN
     RETURN v_credit;
 END;
 $$;
+
+-- What a credit's event adds: the product, quantity, and how and where it
+-- was verified.
+CREATE OR REPLACE FUNCTION wallet.credit_event_data(p_credit wallet.credits)
+RETURNS JSONB
+LANGUAGE sql IMMUTABLE
+RETURN jsonb_strip_nulls(jsonb_build_object('product_id', p_credit.product_id, 'quantity', p_credit.quantity,
+                                            'source', p_credit.source, 'environment', p_credit.environment));
 
 -- The answer for a credit that stands (credited now, or replayed): the
 -- credit, and its wallet's balance and active holds at that point of the

@@ -117,5 +117,26 @@ LANGUAGE sql STABLE AS $$
     WHERE h.status = 'captured'
       AND (h.captured_amount > h.amount OR e.id IS NULL OR e.kind <> 'debit' OR e.reference <> 'hold:' || h.id
            OR -e.amount <> h.captured_amount OR e.user_id <> h.user_id OR e.currency <> h.currency)
+    UNION ALL
+    -- Each entry since the first one an event tells (older ones were
+    -- written before events, or their events are past retention) is told
+    -- by one event, with its amount and balance.
+    SELECT 'entry_has_event', e.user_id || '/' || e.currency,
+           format('entry %s is told by %s matching events', e.id, count(v.id))
+    FROM wallet.entries e
+    LEFT JOIN wallet.events v ON v.entry_id = e.id AND v.type <> 'balance.negative' AND v.amount = e.amount
+                             AND v.balance_after = e.balance_after AND v.user_id = e.user_id
+    WHERE e.id >= (SELECT min(x.entry_id) FROM wallet.events x)
+    GROUP BY e.id, e.user_id, e.currency
+    HAVING count(v.id) <> 1
+    UNION ALL
+    -- A wallet's last event shows the wallet as it is.
+    SELECT 'events_end_at_wallet', w.user_id || '/' || w.currency,
+           format('balance %s and held %s, last event %s says %s and %s', w.balance, w.held, l.id, l.balance_after,
+                  l.held)
+    FROM wallet.wallets w
+    JOIN LATERAL (SELECT v.id, v.balance_after, v.held FROM wallet.events v
+                  WHERE v.user_id = w.user_id AND v.currency = w.currency ORDER BY v.id DESC LIMIT 1) l ON TRUE
+    WHERE (l.balance_after, l.held) <> (w.balance, w.held)
     ORDER BY 1, 2, 3;
 $$;

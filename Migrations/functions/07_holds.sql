@@ -29,54 +29,28 @@
 -- The first six are stored under the key and replayed; the last three are
 -- not stored.
 
--- The wallet's `held` after expiring its holds past expires_at; call with
--- the wallet row locked.
-CREATE OR REPLACE FUNCTION wallet.expire_due_holds(p_user_id TEXT, p_currency TEXT)
-RETURNS BIGINT
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_expired BIGINT;
-    v_held    BIGINT;
-BEGIN
-    WITH expired AS (
-        UPDATE wallet.holds h SET status = 'expired', expired_at = now()
-        WHERE h.user_id = p_user_id AND h.currency = p_currency AND h.status = 'held' AND h.expires_at <= now()
-        RETURNING h.amount
-    )
-    SELECT coalesce(sum(e.amount), 0) INTO v_expired FROM expired e;
-    -- Most calls expire nothing: they read held rather than write the
-    -- wallet row again for nothing (a new row version, and its WAL).
-    IF v_expired = 0 THEN
-        SELECT w.held INTO v_held FROM wallet.wallets w WHERE w.user_id = p_user_id AND w.currency = p_currency;
-    ELSE
-        UPDATE wallet.wallets w SET held = w.held - v_expired
-        WHERE w.user_id = p_user_id AND w.currency = p_currency
-        RETURNING w.held INTO v_held;
-    END IF;
-    RETURN coalesce(v_held, 0);
-END;
-$$;
-
 -- The sweeper: expires the due holds of up to `p_wallets` wallets, locking
--- each wallet in key order (then its holds); returns how many holds it
--- expired.
+-- them in key order as a batch does (wallet.lock_batch_wallets, which
+-- expires their due holds); returns how many holds it expired.
 CREATE OR REPLACE FUNCTION wallet.expire_holds(p_wallets INTEGER)
 RETURNS INTEGER
 LANGUAGE plpgsql AS $$
 DECLARE
-    w       RECORD;
-    v_count INTEGER := 0;
-    v_due   INTEGER;
+    v_keys  wallet.wallet_key[];
+    v_count INTEGER;
 BEGIN
-    FOR w IN SELECT DISTINCT h.user_id, h.currency FROM wallet.holds h
-             WHERE h.status = 'held' AND h.expires_at <= now()
-             ORDER BY 1, 2 LIMIT p_wallets LOOP
-        PERFORM 1 FROM wallet.wallets x WHERE x.user_id = w.user_id AND x.currency = w.currency FOR UPDATE;
-        SELECT count(*) INTO v_due FROM wallet.holds h
-        WHERE h.user_id = w.user_id AND h.currency = w.currency AND h.status = 'held' AND h.expires_at <= now();
-        PERFORM wallet.expire_due_holds(w.user_id, w.currency);
-        v_count := v_count + v_due;
-    END LOOP;
+    SELECT array_agg(ROW(d.user_id, d.currency)::wallet.wallet_key) INTO v_keys
+    FROM (SELECT DISTINCT h.user_id, h.currency FROM wallet.holds h
+          WHERE h.status = 'held' AND h.expires_at <= now()
+          ORDER BY 1, 2 LIMIT p_wallets) d;
+    IF v_keys IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM wallet.lock_batch_wallets(v_keys, FALSE);
+    -- What this transaction expired: now() is its start, the same for each.
+    SELECT count(*) INTO v_count FROM wallet.holds h
+    WHERE (h.user_id, h.currency) IN (SELECT k.user_id, k.currency FROM unnest(v_keys) k)
+      AND h.status = 'expired' AND h.expired_at = now();
     RETURN v_count;
 END;
 $$;
@@ -272,8 +246,9 @@ BEGIN
 END;
 $$;
 
--- A capture's posting: its amount taken from the hold's wallet, with the
--- hold as its reference and its reason and metadata.
+-- A capture's posting: its amount taken from the hold's wallet and the
+-- hold's amount from its held coins, with the hold as its reference and its
+-- reason and metadata.
 CREATE OR REPLACE FUNCTION wallet.capture_posting(p_hold wallet.holds, p_client TEXT)
 RETURNS wallet.posting
 LANGUAGE plpgsql IMMUTABLE AS $$
@@ -282,7 +257,9 @@ BEGIN
         p_kind => 'debit', p_user_id => p_hold.user_id, p_currency => p_hold.currency,
         p_amount => -p_hold.captured_amount, p_reference => 'hold:' || p_hold.id, p_client => p_client,
         p_metadata => jsonb_strip_nulls(jsonb_build_object('reason', p_hold.reason, 'metadata', p_hold.metadata,
-                                                           'hold_id', p_hold.id)));
+                                                           'hold_id', p_hold.id)),
+        p_held => -p_hold.amount, p_event => 'hold.captured', p_hold_id => p_hold.id,
+        p_data => jsonb_build_object('hold_amount', p_hold.amount));
 END;
 $$;
 
@@ -359,15 +336,19 @@ BEGIN
         END IF;
         CONTINUE WHEN v_result.outcome NOT IN ('held', 'captured', 'released');
         v_wallets[op_wallet[i]] := ROW(v_wallet.user_id, v_wallet.currency, v_result.balance, TRUE, v_result.held);
-        CONTINUE WHEN r.kind = 'place';
-        v_holds[op_hold[i]] := v_result.hold;
-        IF v_result.outcome = 'captured' THEN
-            v_postings[cardinality(v_postings) + 1] := wallet.capture_posting(v_result.hold, r.client);
-            op_posting[i] := cardinality(v_postings);
+        IF r.kind = 'place' THEN
+            v_postings[cardinality(v_postings) + 1] := wallet.hold_posting('hold.placed', v_result.hold,
+                                                                           r.amount);
+        ELSE
+            v_holds[op_hold[i]] := v_result.hold;
+            v_postings[cardinality(v_postings) + 1] := CASE
+                WHEN v_result.outcome = 'captured' THEN wallet.capture_posting(v_result.hold, r.client)
+                ELSE wallet.hold_posting('hold.released', v_result.hold, -(v_result.hold).amount) END;
         END IF;
+        op_posting[i] := cardinality(v_postings);
     END LOOP;
-    v_results := wallet.write_hold_batch(p_requests, v_results, v_holds, op_hold, v_wallets,
-                                         wallet.post_entries(v_postings), op_posting);
+    v_results := wallet.write_hold_batch(p_requests, v_results, v_holds, op_hold, wallet.post_entries(v_postings),
+                                         op_posting);
     RETURN QUERY SELECT * FROM unnest(wallet.hold_replays(p_requests, v_states, v_results));
 END;
 $$;
@@ -388,22 +369,22 @@ BEGIN
 END;
 $$;
 
--- Writes what wallet.hold_many decided, given the entries its captures
--- posted (`op_posting`: per request, its entry's place among them): the new
--- holds, the settled ones (a capture with its entry), the wallets' held,
--- and each answer decided now under its key. Returns the answers, each
--- captured hold they show with its entry.
+-- Writes what wallet.hold_many decided, given what its postings wrote
+-- (`op_posting`: per request, its posting's place; wallet.post_entries has
+-- moved the wallets' balances and held coins): the new holds, the settled
+-- ones (a capture with its entry), and each answer decided now under its
+-- key. Returns the answers, each captured hold they show with its entry.
 --
 -- The key's primary key decides a race with another transaction (see the
 -- top of this file; not ON CONFLICT, for wallet.post_debits's reason).
 CREATE OR REPLACE FUNCTION wallet.write_hold_batch(
     p_requests wallet.hold_request[], p_results wallet.hold_result[], p_holds wallet.holds[], op_hold INTEGER[],
-    p_wallets wallet.batch_wallet[], p_entries wallet.entries[], op_posting INTEGER[])
+    p_entries wallet.entries[], op_posting INTEGER[])
 RETURNS wallet.hold_result[]
 LANGUAGE plpgsql AS $$
 BEGIN
     FOR i IN 1 .. cardinality(p_results) LOOP
-        IF op_posting[i] IS NOT NULL THEN
+        IF (p_results[i]).outcome = 'captured' AND NOT (p_results[i]).replayed THEN
             p_holds[op_hold[i]].entry_id := (p_entries[op_posting[i]]).id;
         END IF;
     END LOOP;
@@ -421,9 +402,6 @@ BEGIN
         released_at = n.released_at, release_reason = n.release_reason
     FROM unnest(p_holds) n
     WHERE h.id = n.id AND h.status = 'held' AND n.status <> 'held';
-    UPDATE wallet.wallets w SET held = n.held, updated_at = now()
-    FROM unnest(p_wallets) n
-    WHERE n.changed AND w.user_id = n.user_id AND w.currency = n.currency;
     INSERT INTO wallet.idempotency_keys (client, key, request_hash, outcome, request_id, entry_id, amount, balance,
                                          hold_id, held)
     SELECT q.client, q.key, q.request_hash, a.outcome, q.request_id,

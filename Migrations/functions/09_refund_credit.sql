@@ -75,7 +75,11 @@ BEGIN
             p_kind => 'refund', p_user_id => v_credit.user_id, p_currency => v_credit.currency, p_amount => -v_amount,
             p_reference => p_flow_no, p_client => p_client,
             p_metadata => jsonb_strip_nulls(jsonb_build_object('source', p_source, 'operator', p_operator,
-                                                               'reason', p_reason)))]))[1];
+                                                               'reason', p_reason)),
+            p_data => jsonb_build_object(
+                'refunded_amount', coalesce(v_credit.refunded_amount, 0) + v_amount,
+                'partial', coalesce(v_credit.refunded_amount, 0) + v_amount < v_credit.amount,
+                'credit_amount', v_credit.amount, 'product_id', v_credit.product_id))]))[1];
         UPDATE wallet.credits c
         SET status = CASE WHEN p_source = 'google' AND coalesce(c.refunded_amount, 0) + v_amount < c.amount
                           THEN 'partially_refunded' ELSE 'refunded' END,
@@ -126,7 +130,9 @@ BEGIN
         v_entry := (wallet.post_entries(ARRAY[wallet.new_posting(
             p_kind => 'refund_reversal', p_user_id => v_credit.user_id, p_currency => v_credit.currency,
             p_amount => v_credit.refunded_amount, p_reference => p_flow_no, p_client => p_client,
-            p_metadata => jsonb_build_object('source', 'apple'))]))[1];
+            p_metadata => jsonb_build_object('source', 'apple'),
+            p_data => jsonb_build_object('reversed_amount', v_credit.refunded_amount,
+                                         'credit_amount', v_credit.amount, 'product_id', v_credit.product_id))]))[1];
         UPDATE wallet.credits c SET status = 'credited', refunded_by = NULL, refunded_amount = NULL, updated_at = now()
         WHERE c.flow_no = p_flow_no;
         outcome := 'reversed';

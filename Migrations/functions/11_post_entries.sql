@@ -9,10 +9,14 @@
 -- and takes no lock out of turn.
 
 -- A posting, named field by field: one movement of coins in one wallet,
--- with its signed amount.
+-- with its signed amount. Its event is the one its kind makes
+-- (wallet.event_type) unless `p_event` names another; `p_held` moves the
+-- wallet's held coins; `p_data` is what the event adds to the entry's
+-- metadata.
 CREATE OR REPLACE FUNCTION wallet.new_posting(
     p_kind TEXT, p_user_id TEXT, p_currency TEXT, p_amount BIGINT, p_reference TEXT, p_client TEXT,
-    p_metadata JSONB DEFAULT NULL)
+    p_metadata JSONB DEFAULT NULL, p_held BIGINT DEFAULT NULL, p_event TEXT DEFAULT NULL,
+    p_hold_id BIGINT DEFAULT NULL, p_flow_no TEXT DEFAULT NULL, p_data JSONB DEFAULT NULL)
 RETURNS wallet.posting
 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
@@ -25,31 +29,122 @@ BEGIN
     v_posting.reference := p_reference;
     v_posting.client := p_client;
     v_posting.metadata := p_metadata;
+    v_posting.held := p_held;
+    v_posting.event := p_event;
+    v_posting.hold_id := p_hold_id;
+    v_posting.flow_no := p_flow_no;
+    v_posting.data := p_data;
     RETURN v_posting;
 END;
 $$;
 
--- Appends one ledger entry per posting and moves each wallet's balance by
--- the postings' sum; returns the entries as written, in posting order.
+-- A posting that moves only held coins (a hold placed, released or
+-- expired): no ledger entry, and its event.
+CREATE OR REPLACE FUNCTION wallet.hold_posting(p_event TEXT, p_hold wallet.holds, p_held BIGINT)
+RETURNS wallet.posting
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RETURN wallet.new_posting(
+        p_kind => NULL, p_user_id => p_hold.user_id, p_currency => p_hold.currency, p_amount => 0,
+        p_reference => 'hold:' || p_hold.id, p_client => p_hold.client, p_held => p_held, p_event => p_event,
+        p_hold_id => p_hold.id,
+        p_data => jsonb_strip_nulls(jsonb_build_object(
+            'hold_amount', p_hold.amount, 'reason', p_hold.reason, 'release_reason', p_hold.release_reason,
+            'expires_at', wallet.rfc3339(p_hold.expires_at))));
+END;
+$$;
+
+-- The event a posting is: the one it names (p_event), else its kind's.
+CREATE OR REPLACE FUNCTION wallet.event_type(p_event TEXT, p_kind TEXT)
+RETURNS TEXT
+LANGUAGE sql IMMUTABLE
+RETURN coalesce(p_event, CASE p_kind WHEN 'credit' THEN 'credit.created'
+                                     WHEN 'debit' THEN 'debit.created'
+                                     WHEN 'refund' THEN 'credit.refunded'
+                                     WHEN 'refund_reversal' THEN 'credit.refund_reversed'
+                                     WHEN 'grant' THEN 'grant.created'
+                                     WHEN 'revoke' THEN 'revoke.created' END);
+
+-- Marks this transaction as one that writes events, before it draws their
+-- ids, for wallet.events_visible_through: a shared advisory lock (namespace
+-- 'WLEV'), held until the transaction ends, whose key is the low 32 bits of
+-- an id no greater than any the transaction will draw.
+CREATE OR REPLACE FUNCTION wallet.mark_event_writer() RETURNS VOID
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(
+        x'574C4556'::INTEGER,
+        ((coalesce(pg_sequence_last_value('wallet.events_id_seq'), 0) + 1) & x'FFFFFFFF'::BIGINT)::BIT(32)::INTEGER);
+END;
+$$;
+
+-- The feed's visibility rule: the greatest id up to which every event that
+-- will ever exist is committed now, so a reader that reads events up to it
+-- (in a later statement, with a later snapshot) never sees one appear
+-- behind its cursor afterwards.
 --
--- It is the only code that inserts into wallet.entries and the only code
--- that changes wallet.wallets.balance (a wallet's held coins are the hold
--- functions' own), so the ledger's shape is made here once: an entry's
--- balance_after is its wallet's balance before the call plus what was
--- posted to the wallet up to and including it, in posting order, and entry
--- ids are drawn in posting order, so a wallet's ids follow the order its
--- entries were applied. They are drawn after the caller locked the
--- wallets: an entry of another transaction on these wallets has a smaller
--- id (it committed before the lock was granted) or comes after this one
--- commits.
+-- Event ids are drawn from a sequence inside the writing transactions, and
+-- transactions commit in any order: an event may commit after one with a
+-- greater id. Each writing transaction first takes wallet.mark_event_writer's
+-- lock, keyed by an id no greater than any it draws, and holds it until it
+-- has committed or rolled back (PostgreSQL releases a transaction's locks
+-- after its commit is visible). So the bound is one below the smallest key
+-- held (any id drawn by a transaction still running is at least its key),
+-- and at most the sequence's last value read before the locks (a
+-- transaction that takes its lock later draws ids above that).
 --
--- What may be posted is the caller's decision and the table's constraints'
+-- A key holds an id's low 32 bits: the id is the greatest one with those
+-- bits no greater than the sequence's next value read after the locks
+-- (every key held was made from a value read before that).
+CREATE OR REPLACE FUNCTION wallet.events_visible_through() RETURNS BIGINT
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    v_last BIGINT := coalesce(pg_sequence_last_value('wallet.events_id_seq'), 0);
+    v_keys BIGINT[];
+    v_next BIGINT;
+    v_held BIGINT;
+BEGIN
+    SELECT array_agg(l.objid::TEXT::BIGINT) INTO v_keys
+    FROM pg_locks l
+    WHERE l.locktype = 'advisory' AND l.classid = x'574C4556'::INTEGER::TEXT::OID AND l.objsubid = 2
+      AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database());
+    IF v_keys IS NULL THEN
+        RETURN v_last;
+    END IF;
+    v_next := coalesce(pg_sequence_last_value('wallet.events_id_seq'), 0) + 1;
+    SELECT min(v_next - ((v_next - k) & x'FFFFFFFF'::BIGINT)) INTO v_held FROM unnest(v_keys) k;
+    RETURN least(v_last, v_held - 1);
+END;
+$$;
+
+-- Applies postings: appends one ledger entry per posting that has a kind,
+-- moves each wallet's balance and held coins by the postings' sums, and
+-- appends one event per posting, and a balance.negative beside each that
+-- takes coins and leaves the balance below zero. Returns one entry per
+-- posting, in posting order: the entry as written, or NULL for a posting
+-- that moves only held coins.
+--
+-- It is the only code that inserts into wallet.entries or wallet.events and
+-- the only code that changes wallet.wallets.balance or held, so the ledger's
+-- and the events' shape is made here once: an entry's balance_after (and an
+-- event's held) is its wallet's before the call plus what was posted to the
+-- wallet up to and including it, in posting order, and entry and event ids
+-- are drawn in posting order (each nextval of a session is greater than its
+-- last; event ids two per posting, the second for a balance.negative, and
+-- unused ones are skipped), so a wallet's ids follow the order its changes
+-- were applied. They are drawn after the caller locked the wallets: a change
+-- of another transaction to these wallets has smaller ids (it committed
+-- before the lock was granted) or comes after this one commits.
+--
+-- What may be posted is the caller's decision and the tables' constraints'
 -- (each kind has its sign; a debit never ends below zero). A posting to a
 -- wallet that does not exist raises WL003: the caller makes wallets first.
--- Two statements however many postings: the balances' update and the
--- entries' insert. The planner settings are wallet.debit_many's, for the
--- same reasons, and pinned here because this function's plans are cached
--- once per connection, whoever calls it first.
+-- Set-based, a few statements however many postings: the writer's mark,
+-- the ids, then one statement that moves the wallets, works out each
+-- posting's balance and held coins (window sums in posting order), and
+-- writes the entries and events. The planner settings are
+-- wallet.debit_many's, for the same reasons, and pinned here because this
+-- function's plans are cached once per connection, whoever calls it first.
 CREATE OR REPLACE FUNCTION wallet.post_entries(p_postings wallet.posting[])
 RETURNS wallet.entries[]
 LANGUAGE plpgsql
@@ -57,55 +152,61 @@ SET enable_seqscan = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
-    -- A small map from each wallet posted to, to its balance as the
-    -- postings go: array_position finds a wallet's place by its key as
-    -- text, "user_id currency" (neither holds a space). Compared as a
-    -- wallet_key composite instead, a batch of 13 debits took about an
-    -- eighth more of PostgreSQL's time.
-    v_wallets  TEXT[];
-    v_balances BIGINT[];
-    v_place    INTEGER;
-    p          wallet.posting;
-    v_entry    wallet.entries;
-    v_entries  wallet.entries[] := '{}';
+    v_entry_ids BIGINT[];
+    v_event_ids BIGINT[];
+    v_entries   wallet.entries[];
+    v_posted    INTEGER;
 BEGIN
     IF coalesce(cardinality(p_postings), 0) = 0 THEN
         RETURN '{}';
     END IF;
-    -- Each wallet moves once, by its postings' sum, and says what it held before.
+    PERFORM wallet.mark_event_writer();
+    v_entry_ids := ARRAY(SELECT nextval('wallet.entries_id_seq') FROM unnest(p_postings) q WHERE q.kind IS NOT NULL);
+    v_event_ids := ARRAY(SELECT nextval('wallet.events_id_seq') FROM generate_series(1, 2 * cardinality(p_postings)));
     WITH moved AS (
-        UPDATE wallet.wallets SET balance = balance + m.amount, updated_at = now()
-        FROM (SELECT q.user_id, q.currency, sum(q.amount)::BIGINT AS amount FROM unnest(p_postings) q
+        UPDATE wallet.wallets SET balance = balance + m.amount, held = wallets.held + m.held, updated_at = now()
+        FROM (SELECT q.user_id, q.currency, sum(q.amount)::BIGINT AS amount, coalesce(sum(q.held), 0)::BIGINT AS held
+              FROM unnest(p_postings) q
               GROUP BY q.user_id, q.currency) m
         WHERE wallets.user_id = m.user_id AND wallets.currency = m.currency
-        RETURNING wallets.user_id, wallets.currency, wallets.balance - m.amount AS opening
+        RETURNING wallets.user_id, wallets.currency, wallets.balance - m.amount AS opening,
+                  wallets.held - m.held AS held_before
+    ), applied AS (
+        SELECT q.*, q.ordinality::INTEGER AS ord,
+               m.opening + sum(q.amount) OVER w AS balance_after,
+               m.held_before + sum(coalesce(q.held, 0)) OVER w AS held_after,
+               CASE WHEN q.kind IS NOT NULL THEN count(q.kind) OVER (ORDER BY q.ordinality) END AS entry_no
+        FROM unnest(p_postings) WITH ORDINALITY q
+        JOIN moved m ON m.user_id = q.user_id AND m.currency = q.currency
+        WINDOW w AS (PARTITION BY q.user_id, q.currency ORDER BY q.ordinality)
+    ), written AS (
+        INSERT INTO wallet.entries (id, user_id, currency, amount, balance_after, kind, reference, client, metadata)
+        SELECT v_entry_ids[a.entry_no], a.user_id, a.currency, a.amount, a.balance_after, a.kind, a.reference,
+               a.client, a.metadata
+        FROM applied a WHERE a.entry_no IS NOT NULL
+        RETURNING *
+    ), told AS (
+        INSERT INTO wallet.events (id, type, user_id, currency, amount, balance_after, held, available, entry_id,
+                                   hold_id, flow_no, created_at, data)
+        SELECT v_event_ids[2 * a.ord - 1 + n.negative::INTEGER],
+               CASE WHEN n.negative THEN 'balance.negative' ELSE wallet.event_type(a.event, a.kind) END,
+               a.user_id, a.currency, CASE WHEN n.negative THEN 0 ELSE a.amount END, a.balance_after, a.held_after,
+               a.balance_after - a.held_after, v_entry_ids[a.entry_no], a.hold_id,
+               coalesce(a.flow_no, CASE WHEN a.kind IN ('credit', 'refund', 'refund_reversal') THEN a.reference END),
+               now(),
+               CASE WHEN n.negative
+                    THEN jsonb_build_object('cause', wallet.event_type(a.event, a.kind))
+                    ELSE coalesce(a.metadata, '{}') || coalesce(a.data, '{}') END
+               || jsonb_build_object('client', a.client, 'reference', a.reference)
+        FROM applied a
+        CROSS JOIN (VALUES (FALSE), (TRUE)) n (negative)
+        WHERE NOT n.negative OR (a.amount < 0 AND a.balance_after < 0)
     )
-    SELECT array_agg(moved.user_id || ' ' || moved.currency), array_agg(moved.opening)
-    INTO v_wallets, v_balances
-    FROM moved;
-    v_entry.created_at := now();
-    FOREACH p IN ARRAY p_postings LOOP
-        v_place := array_position(v_wallets, p.user_id || ' ' || p.currency);
-        IF v_place IS NULL THEN
-            RAISE EXCEPTION 'post_entries: no wallet %/%', p.user_id, p.currency USING ERRCODE = 'WL003';
-        END IF;
-        v_balances[v_place] := v_balances[v_place] + p.amount;
-        v_entry.id := nextval('wallet.entries_id_seq');
-        v_entry.user_id := p.user_id;
-        v_entry.currency := p.currency;
-        v_entry.amount := p.amount;
-        v_entry.balance_after := v_balances[v_place];
-        v_entry.kind := p.kind;
-        v_entry.reference := p.reference;
-        v_entry.client := p.client;
-        v_entry.metadata := p.metadata;
-        v_entries[cardinality(v_entries) + 1] := v_entry;
-    END LOOP;
-    INSERT INTO wallet.entries (id, user_id, currency, amount, balance_after, kind, reference, client, created_at,
-                                metadata)
-    SELECT e.id, e.user_id, e.currency, e.amount, e.balance_after, e.kind, e.reference, e.client, e.created_at,
-           e.metadata
-    FROM unnest(v_entries) e;
+    SELECT array_agg(w::wallet.entries ORDER BY a.ord), count(*) INTO v_entries, v_posted
+    FROM applied a LEFT JOIN written w ON w.id = v_entry_ids[a.entry_no];
+    IF v_posted <> cardinality(p_postings) THEN
+        RAISE EXCEPTION 'post_entries: a posting names no wallet' USING ERRCODE = 'WL003';
+    END IF;
     RETURN v_entries;
 END;
 $$;

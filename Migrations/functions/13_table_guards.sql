@@ -1,7 +1,8 @@
 -- Helpers the tables' defaults, checks and triggers use, re-applied by the
 -- migrator whenever this file changes (first defined with their tables:
 -- rfc3339 and refuse_change in 0001_wallet_schema.sql, the notifications'
--- guard in 0005_appstore_notifications.sql, the holds' in 0009_holds.sql).
+-- guard in 0005_appstore_notifications.sql, the holds' in 0009_holds.sql); and
+-- the events' guard with its triggers (their table is in 0019_events.sql).
 
 -- A timestamp as RFC 3339 UTC text with microseconds, as the API writes it.
 CREATE OR REPLACE FUNCTION wallet.rfc3339(t TIMESTAMPTZ) RETURNS TEXT
@@ -44,3 +45,19 @@ BEGIN
     RAISE EXCEPTION 'a hold changes only from held, once' USING ERRCODE = 'WL001';
 END;
 $$;
+
+-- Events are never changed, and deleted only by wallet.purge_events, which
+-- says so for its transaction.
+CREATE OR REPLACE FUNCTION wallet.events_guard() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' AND current_setting('wallet.purging_events', TRUE) = 'on' THEN
+        RETURN OLD;
+    END IF;
+    RAISE EXCEPTION 'events are kept as written, and deleted only by wallet.purge_events' USING ERRCODE = 'WL001';
+END;
+$$;
+CREATE OR REPLACE TRIGGER events_guard BEFORE UPDATE OR DELETE ON wallet.events
+    FOR EACH ROW EXECUTE FUNCTION wallet.events_guard();
+CREATE OR REPLACE TRIGGER events_no_truncate BEFORE TRUNCATE ON wallet.events
+    FOR EACH STATEMENT EXECUTE FUNCTION wallet.refuse_change();

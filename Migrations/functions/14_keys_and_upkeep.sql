@@ -74,3 +74,34 @@ LANGUAGE sql AS $$
     DELETE FROM wallet.appstore_refused_notifications
     WHERE apple_signed = p_apple_signed AND kind_seq <= (SELECT kind_seq FROM added) - 10000;
 $$;
+
+-- Deletes events created before `p_before`, oldest first, at most
+-- `p_limit` of them, and says how many went. Only a run of ids from the
+-- oldest goes, and only ids the feed can see (wallet.events_visible_through:
+-- below it, every event that will exist has committed), so an event is
+-- never deleted while one before it may still come; the horizon records the
+-- last id deleted, and a cursor below it is expired.
+CREATE OR REPLACE FUNCTION wallet.purge_events(p_before TIMESTAMPTZ, p_limit INTEGER) RETURNS INTEGER
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_visible BIGINT := wallet.events_visible_through();
+    v_through BIGINT;
+    v_count   INTEGER;
+BEGIN
+    SELECT max(f.id) INTO v_through
+    FROM (SELECT e.id, bool_and(e.created_at < p_before) OVER (ORDER BY e.id) AS old
+          FROM (SELECT e.id, e.created_at FROM wallet.events e WHERE e.id <= v_visible
+                ORDER BY e.id LIMIT p_limit) e) f
+    WHERE f.old;
+    IF v_through IS NULL THEN
+        RETURN 0;
+    END IF;
+    -- One purge at a time: the horizon's row is the lock.
+    UPDATE wallet.events_horizon SET purged_through = greatest(purged_through, v_through);
+    PERFORM set_config('wallet.purging_events', 'on', TRUE);
+    DELETE FROM wallet.events e WHERE e.id <= v_through;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    PERFORM set_config('wallet.purging_events', 'off', TRUE);
+    RETURN v_count;
+END;
+$$;

@@ -1,6 +1,6 @@
--- wallet.report (Scripts/admin/report.sql), re-applied by the migrator
--- whenever this file changes (first defined in
--- 0003_admin_and_invariants.sql).
+-- wallet.report and wallet.player_events (Scripts/admin/report.sql and
+-- events.sql), re-applied by the migrator whenever this file changes (the
+-- report first defined in 0003_admin_and_invariants.sql).
 
 -- Credits, refunds, debits and net coins per product and per day, for finance.
 CREATE OR REPLACE FUNCTION wallet.report(p_since TIMESTAMPTZ DEFAULT '-infinity')
@@ -22,4 +22,17 @@ LANGUAGE sql STABLE AS $$
     WHERE e.created_at >= p_since
     GROUP BY 1, 2, 3
     ORDER BY 1, 2, 3;
+$$;
+
+-- A player's events, newest first (Scripts/admin/events.sql, the console).
+CREATE OR REPLACE FUNCTION wallet.player_events(p_user_id TEXT, p_type TEXT DEFAULT NULL, p_limit INTEGER DEFAULT 100)
+RETURNS TABLE (id BIGINT, type TEXT, currency TEXT, amount BIGINT, balance_after BIGINT, held BIGINT,
+               available BIGINT, entry_id BIGINT, hold_id BIGINT, flow_no TEXT, created_at TEXT)
+LANGUAGE sql STABLE AS $$
+    SELECT e.id, e.type, e.currency, e.amount, e.balance_after, e.held, e.available, e.entry_id, e.hold_id, e.flow_no,
+           wallet.rfc3339(e.created_at)
+    FROM wallet.events e
+    WHERE e.user_id = p_user_id AND (p_type IS NULL OR e.type = p_type)
+    ORDER BY e.id DESC
+    LIMIT greatest(p_limit, 1);
 $$;

@@ -31,6 +31,7 @@ struct WalletAPI: Sendable {
         router.add("GET", "/v1/wallets/{user_id}/entries", gate: admit(.read), sync: getEntries)
         router.add("GET", "/v1/credits/{flow_no}", gate: admit(.read), sync: getCredit)
         registerHolds(on: router)
+        registerEvents(on: router)
     }
 
     // MARK: Credits

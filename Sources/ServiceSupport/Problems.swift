@@ -31,6 +31,8 @@ extension WalletError: ProblemConvertible {
                            detail: "this API key lacks the \(scope.rawValue) scope")
         case .notFound(let detail):
             return Problem(status: 404, code: "not_found", title: "Not found", detail: detail)
+        case .cursorExpired(let detail):
+            return Problem(status: 410, code: "cursor_expired", title: "Cursor expired", detail: detail)
         case .insufficientFunds(let balance, let available):
             return Problem(status: 409, code: "insufficient_funds", title: "Insufficient funds",
                            detail: "the available balance is \(available), below the amount",

@@ -6,17 +6,20 @@ package import WalletStore
 
 /// Background work on one thread: bring the schema up (retrying with
 /// backoff while the database is unreachable), then purge expired
-/// idempotency records in small rounds.
+/// idempotency records and events past their retention in small rounds.
 package final class Upkeep: Sendable {
-    /// Which idempotency records go, and how much of them at a time.
+    /// Which idempotency records and events go, and how much of them at a time.
     package struct Purge: Sendable {
         package var retentionHours: Int
+        package var eventRetentionDays: Int
         package var intervalSeconds: Double
         package var roundRowsMax: Int
         package var roundsMax: Int
 
-        package init(retentionHours: Int, intervalSeconds: Double, roundRowsMax: Int, roundsMax: Int) {
+        package init(retentionHours: Int, eventRetentionDays: Int, intervalSeconds: Double, roundRowsMax: Int,
+                     roundsMax: Int) {
             self.retentionHours = retentionHours
+            self.eventRetentionDays = eventRetentionDays
             self.intervalSeconds = intervalSeconds
             self.roundRowsMax = roundRowsMax
             self.roundsMax = roundsMax
@@ -79,14 +82,26 @@ package final class Upkeep: Sendable {
 
     private func purgeExpired(_ stopping: () -> Bool) {
         guard readiness.isSchemaReady else { return }
+        let keys = purgeInRounds(stopping) {
+            try ledger.purgeIdempotencyKeys(olderThanHours: purge.retentionHours, limit: purge.roundRowsMax)
+        }
+        if keys > 0 { logger.info("idempotency records purged", ["purge.rows": String(keys)]) }
+        let events = purgeInRounds(stopping) {
+            try ledger.purgeEvents(olderThanDays: purge.eventRetentionDays, limit: purge.roundRowsMax)
+        }
+        if events > 0 { logger.info("events purged", ["purge.rows": String(events)]) }
+    }
+
+    /// Runs `round` until it deletes less than a full round, at most
+    /// `roundsMax` times; returns how many rows went.
+    private func purgeInRounds(_ stopping: () -> Bool, _ round: () throws -> Int) -> Int {
         var total = 0
         for _ in 0..<purge.roundsMax {
             guard !stopping() else { break }
-            let deleted = (try? ledger.purgeIdempotencyKeys(olderThanHours: purge.retentionHours,
-                                                            limit: purge.roundRowsMax)) ?? 0
+            let deleted = (try? round()) ?? 0
             total += deleted
             if deleted < purge.roundRowsMax { break }
         }
-        if total > 0 { logger.info("idempotency records purged", ["purge.rows": String(total)]) }
+        return total
     }
 }

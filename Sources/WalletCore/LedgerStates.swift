@@ -50,3 +50,20 @@ public enum GooglePlayNotificationKind: String, Sendable, CaseIterable {
     case test
     case other
 }
+
+/// What an event tells: the type column of `wallet.events`, the `type` of
+/// the feed's events and of webhook deliveries.
+public enum EventType: String, Sendable, CaseIterable {
+    case creditCreated = "credit.created"
+    case creditRefunded = "credit.refunded"
+    case creditRefundReversed = "credit.refund_reversed"
+    case debitCreated = "debit.created"
+    case holdPlaced = "hold.placed"
+    case holdCaptured = "hold.captured"
+    case holdReleased = "hold.released"
+    case holdExpired = "hold.expired"
+    case grantCreated = "grant.created"
+    case revokeCreated = "revoke.created"
+    /// A change left the balance below zero; it follows that change's event.
+    case balanceNegative = "balance.negative"
+}

@@ -9,6 +9,8 @@ public enum WalletError: Error, Sendable, Equatable {
     case unauthorized
     case forbidden(required: Scope)
     case notFound(detail: String)
+    /// A feed cursor below what retention keeps: the events after it are gone.
+    case cursorExpired(detail: String)
     /// The available balance (the balance less active holds; for a
     /// capture, the balance) is below the amount.
     case insufficientFunds(balance: Int64, available: Int64)
@@ -66,6 +68,8 @@ public enum Scope: String, Sendable, CaseIterable, Codable, Comparable {
     case debit
     /// GET wallets, entries and credits
     case read
+    /// GET /v1/events: every change to every wallet
+    case events
     /// The support console (`/admin`) only: sign in, read its pages, revoke
     /// keys. No `/v1` route takes it, so a support agent's key moves no coins.
     case console

@@ -111,6 +111,7 @@ public final class Application: Sendable {
             settings: .init(
                 migrate: configuration.migrateOnStart,
                 purge: .init(retentionHours: configuration.idempotencyRetentionHours,
+                             eventRetentionDays: configuration.eventRetentionDays,
                              intervalSeconds: Double(configuration.idempotencyPurgeIntervalSeconds),
                              roundRowsMax: configuration.idempotencyPurgeRoundRowsMax,
                              roundsMax: configuration.idempotencyPurgeRoundsMax),

@@ -70,6 +70,9 @@ public struct Configuration: Sendable {
     /// Expired keys are deleted in rounds of at most this many rows, at most
     /// this many rounds every interval, so the purge never holds a large
     /// delete open.
+    /// How long events are kept for the feed and webhooks (the ledger keeps
+    /// every entry for good); a cursor older than this is 410.
+    public var eventRetentionDays = 30
     public var idempotencyPurgeIntervalSeconds = 60
     public var idempotencyPurgeRoundRowsMax = 1_000
     public var idempotencyPurgeRoundsMax = 20

@@ -199,6 +199,7 @@ extension Configuration {
             variable("WALLET_BATCH_MAX", \.batchOperationsMax, 1...4_096, field: "batchOperationsMax"),
             variable("WALLET_IDEMPOTENCY_RETENTION_HOURS", \.idempotencyRetentionHours,
                      idempotencyRetentionHoursMin...87_600, field: "idempotencyRetentionHours"),
+            variable("WALLET_EVENTS_RETENTION_DAYS", \.eventRetentionDays, 1...3_650, field: "eventRetentionDays"),
             variable("WALLET_MAX_BODY_BYTES", \.bodyBytesMax, 1_024...(64 << 20), field: "bodyBytesMax"),
             variable("WALLET_MAX_HEADER_BYTES", \.headerBytesMax, 1_024...(1 << 20), field: "headerBytesMax"),
             connections,

@@ -12,6 +12,7 @@ extension CreditSource: PostgresDecodable, PostgresEncodable {}
 extension HoldStatus: PostgresDecodable, PostgresEncodable {}
 extension HoldAction: PostgresDecodable, PostgresEncodable {}
 extension EntryKind: PostgresDecodable, PostgresEncodable {}
+extension EventType: PostgresDecodable, PostgresEncodable {}
 extension PurchaseEnvironment: PostgresDecodable, PostgresEncodable {}
 extension RefusalReason: PostgresDecodable, PostgresEncodable {}
 extension Scope: PostgresDecodable, PostgresEncodable {}

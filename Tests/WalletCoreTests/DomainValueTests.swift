@@ -57,7 +57,7 @@ struct DomainValueTests {
         #expect(!game.allows(.credit))
         let admin = APIClient(name: "ops", scopes: [.admin])
         #expect(Scope.allCases.allSatisfy(admin.allows))
-        #expect(Scope.allCases.sorted() == [.credit, .debit, .read, .console, .admin])
+        #expect(Scope.allCases.sorted() == [.credit, .debit, .read, .events, .console, .admin])
         // A support agent's key opens the console and nothing else.
         let support = APIClient(name: "alice-support", scopes: [.console])
         #expect(Scope.allCases.filter(support.allows) == [.console])

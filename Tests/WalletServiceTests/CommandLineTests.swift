@@ -124,7 +124,7 @@ struct CommandLineTests {
                 "\(listed.output)")
         let unknown = try wallet(["keys", "create", "--name", "x", "--scopes", "support"], ["WALLET_DATABASE_URL": url])
         #expect(unknown.status != 0)
-        #expect(unknown.error.contains("scopes are credit, debit, read, console, admin"), "\(unknown.error)")
+        #expect(unknown.error.contains("scopes are credit, debit, read, events, console, admin"), "\(unknown.error)")
     }
 
     @Test func checkAgreesWithTheAdminScript() throws {
@@ -147,7 +147,8 @@ struct CommandLineTests {
         #expect(failing.status != 0)
         // The same violations, by invariant and subject.
         let fromCLI = Set(corrupt.output.split(separator: "\n").map { $0.split(separator: "\t").prefix(2).joined(separator: " ") })
-        #expect(fromCLI == ["balance_matches_ledger alice/coin", "balance_matches_ledger ghost/coin"])
+        #expect(fromCLI == ["balance_matches_ledger alice/coin", "balance_matches_ledger ghost/coin",
+                            "events_end_at_wallet alice/coin"])
         for violation in fromCLI {
             let parts = violation.split(separator: " ")
             #expect(failing.output.contains(parts[0]) && failing.output.contains(parts[1]), "check.sql lacks \(violation)")

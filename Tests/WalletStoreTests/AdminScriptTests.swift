@@ -383,6 +383,32 @@ struct AdminScriptTests {
         #expect(audit.outcome == "created")
     }
 
+    // MARK: events.sql
+
+    @Test func eventsListsAPlayersChangesNewestFirstAndOnlyReads() throws {
+        let books = try Books()
+        #expect(try books.credit(flowNo: "2000000700", userID: "ev", productID: "guodong600") == "credited")
+        #expect(try books.debit(key: "d-1", userID: "ev", amount: 700) == "insufficient_funds")
+        #expect(try books.debit(key: "d-2", userID: "ev", amount: 100) == "debited")
+        try books.refund("2000000700")
+        #expect(try books.credit(flowNo: "2000000701", userID: "other", productID: "guodong600") == "credited")
+        let before = try books.contents()
+        let listed = try books.psql.run("events.sql", ["user_id": "ev"], arguments: ["--csv"])
+        #expect(listed.status == 0, "\(listed)")
+        let lines = listed.output.split(separator: "\n").map(String.init)
+        #expect(lines.first == "id,type,currency,amount,balance_after,held,available,entry_id,hold_id,flow_no,created_at")
+        // A refused debit changes nothing, so it is no event.
+        #expect(lines.dropFirst().map { $0.split(separator: ",", omittingEmptySubsequences: false)[1] }
+                == ["balance.negative", "credit.refunded", "debit.created", "credit.created"], "\(listed)")
+        #expect(lines[2].contains(",credit.refunded,coin,-600,-100,0,-100,"), "\(listed)")
+        let one = try books.psql.run("events.sql", ["user_id": "ev", "type": "debit.created", "limit": "5"],
+                                     arguments: ["--csv"])
+        #expect(one.output.split(separator: "\n").count == 2, "\(one)")
+        let missing = try books.psql.run("events.sql")
+        #expect(missing.status == 3 && missing.errors.contains("user_id"), "\(missing)")
+        #expect(try books.contents() == before)
+    }
+
     // MARK: check.sql
 
     @Test func checkPassesOnCleanBooksAndFailsOnACorruptedBalance() throws {
@@ -397,12 +423,16 @@ struct AdminScriptTests {
         try books.connection.query("UPDATE wallet.wallets SET balance = balance + 1 WHERE user_id = \("u6")")
         let corrupted = try books.psql.run("check.sql")
         #expect(corrupted.status == 3, "\(corrupted)")
+        // The books, and the wallet's last event, disagree with it.
+        let event = try books.connection.query("SELECT max(id) FROM wallet.events WHERE user_id = 'u6'")[0]
+            .decode(Int64.self, at: 0)
         #expect(corrupted.output == """
             violation balance_matches_ledger u6/coin: balance 601, ledger sum 600
-            FAILED: 1 invariant violation(s)
+            violation events_end_at_wallet u6/coin: balance 601 and held 0, last event \(event) says 600 and 0
+            FAILED: 2 invariant violation(s)
 
             """, "\(corrupted)")
-        #expect(corrupted.errors.contains("wallet invariants violated: 1 violation(s)"), "\(corrupted)")
+        #expect(corrupted.errors.contains("wallet invariants violated: 2 violation(s)"), "\(corrupted)")
     }
 
     // MARK: report.sql
@@ -719,10 +749,11 @@ struct AdminScriptTests {
         #expect(readme.hasPrefix("## Admin scripts\n"))
         let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
             .filter { $0.hasSuffix(".sql") }.sorted()
-        #expect(names == ["check.sql", "grant.sql", "holds.sql", "product.sql", "refund.sql", "refunds.sql", "report.sql",
-                          "revoke.sql"])
+        #expect(names == ["check.sql", "events.sql", "grant.sql", "holds.sql", "product.sql", "refund.sql", "refunds.sql",
+                          "report.sql", "revoke.sql"])
         let variables: [String: [String]] = [
             "check.sql": [],
+            "events.sql": ["user_id"],
             "holds.sql": [],
             "grant.sql": ["user_id", "amount", "currency", "reason", "operator"],
             "product.sql": ["product_id", "amount", "currency", "operator", "reason"],
@@ -814,10 +845,20 @@ private struct Books {
                     'admin', 600, now() - make_interval(days => \(boughtDaysAgo)),
                     now() - make_interval(days => \(refundedDaysAgo)))
             """)
-        try connection.query("""
+        let refundID = try connection.query("""
             INSERT INTO wallet.entries (user_id, currency, amount, balance_after, kind, reference, client, created_at)
             VALUES (\(userID), 'coin', -600, 0, 'refund', \(flowNo), 'admin',
                     now() - make_interval(days => \(refundedDaysAgo)))
+            RETURNING id
+            """)[0].decode(Int64.self, at: 0)
+        // And the events those entries are told by.
+        try connection.query("""
+            INSERT INTO wallet.events (id, type, user_id, currency, amount, balance_after, held, available, entry_id,
+                                       flow_no, created_at)
+            VALUES (nextval('wallet.events_id_seq'), 'credit.created', \(userID), 'coin', 600, 600, 0, 600, \(entryID),
+                    \(flowNo), now() - make_interval(days => \(boughtDaysAgo))),
+                   (nextval('wallet.events_id_seq'), 'credit.refunded', \(userID), 'coin', -600, 0, 0, 0, \(refundID),
+                    \(flowNo), now() - make_interval(days => \(refundedDaysAgo)))
             """)
         try connection.execute("COMMIT")
     }

@@ -17,18 +17,24 @@ struct FunctionFileTests {
             + Schema.migrationFiles.filter { $0.name >= "0017" }
     }
 
-    @Test func oneFunctionAppendsEntriesAndChangesBalances() {
+    @Test func oneFunctionAppendsEntriesAndEventsAndChangesBalancesAndHeldCoins() {
         var inserts: [String] = []
+        var eventInserts: [String] = []
         var balanceUpdates: [String] = []
+        var heldUpdates: [String] = []
         for file in Self.liveSQL {
             for statement in SQLText.statements(SQLText.code(file.sql)) {
                 let words = statement.lowercased().split(whereSeparator: \.isWhitespace).joined(separator: " ")
                 if words.contains("insert into wallet.entries") { inserts.append(file.name) }
-                if SQLText.updatesBalance(words) { balanceUpdates.append(file.name) }
+                if words.contains("insert into wallet.events (") { eventInserts.append(file.name) }
+                if SQLText.updatesWallet(words, column: "balance") { balanceUpdates.append(file.name) }
+                if SQLText.updatesWallet(words, column: "held") { heldUpdates.append(file.name) }
             }
         }
         #expect(inserts == ["functions/11_post_entries.sql"])
+        #expect(eventInserts == ["functions/11_post_entries.sql"])
         #expect(balanceUpdates == ["functions/11_post_entries.sql"])
+        #expect(heldUpdates == ["functions/11_post_entries.sql"])
         let literal = Self.liveSQL.map { $0.sql.components(separatedBy: "UPDATE wallet.wallets SET balance").count - 1 }
         #expect(literal.reduce(0, +) == 1)
     }
@@ -136,7 +142,7 @@ enum SQLText {
 
     /// Whether a statement (lowercased, single-spaced) is an UPDATE of
     /// wallet.wallets whose SET list assigns `balance`.
-    static func updatesBalance(_ words: String) -> Bool {
+    static func updatesWallet(_ words: String, column: String) -> Bool {
         guard let update = words.range(of: "update wallet.wallets") else { return false }
         let after = words[update.upperBound...]
         guard let set = after.range(of: " set ") else { return false }
@@ -146,7 +152,7 @@ enum SQLText {
         }
         return list.split(separator: ",").contains { assignment in
             let target = assignment.split(separator: "=").first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
-            return target == "balance" || target.hasSuffix(".balance")
+            return target == column || target.hasSuffix("." + column)
         }
     }
 
