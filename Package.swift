@@ -79,14 +79,15 @@ let package = Package(
         .target(
             name: "ServiceSupport",
             dependencies: ["WalletStore", "HTTPServer", "AppStore", "GooglePlay", "StoreHTTP", "WalletCore", "JSON",
-                           "Locking", "Logging"]
+                           "Locking", "Logging", "Timestamps"]
         ),
         // The background workers: the stores' sweeps (App Store notification
         // history, Google Play voided purchases), the outbox sender, hold
         // expiry, and upkeep (schema bring-up, idempotency purge).
         .target(
             name: "ServiceWorkers",
-            dependencies: ["ServiceSupport", "WalletStore", "AppStore", "GooglePlay", "WalletCore", "Locking", "Logging"]
+            dependencies: ["ServiceSupport", "WalletStore", "AppStore", "GooglePlay", "WalletCore", "Crypto", "StoreHTTP",
+                           "JSON", "Locking", "Logging"]
         ),
         // The HTTP API: routes, request and response bodies, API keys, the
         // credits' verification with the stores (their policy is the

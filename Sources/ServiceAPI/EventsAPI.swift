@@ -1,6 +1,7 @@
 import Foundation
 import HTTPServer
 import JSON
+import ServiceSupport
 import WalletCore
 import WalletStore
 
@@ -43,20 +44,6 @@ extension WalletAPI {
         }
         if !errors.isEmpty { throw WalletError.validationFailed(errors) }
         let page = try ledger.events(query)
-        return .json(["events": .array(page.events.map(ResponseBody.event)), "next_after": JSONValue(page.nextAfter)])
-    }
-}
-
-extension ResponseBody {
-    /// An event as the feed and webhook deliveries send it.
-    static func event(_ event: WalletEvent) -> JSONValue {
-        [
-            "id": JSONValue(event.id), "type": .string(event.type.rawValue), "user_id": .string(event.userID),
-            "currency": .string(event.currency), "amount": JSONValue(event.amount),
-            "balance_after": JSONValue(event.balanceAfter), "held": JSONValue(event.held),
-            "available": JSONValue(event.available), "entry_id": event.entryID.map { JSONValue($0) } ?? .null,
-            "hold_id": event.holdID.map { JSONValue($0) } ?? .null, "flow_no": event.flowNo.map(JSONValue.string) ?? .null,
-            "created_at": time(event.createdAt), "data": event.data,
-        ]
+        return .json(["events": .array(page.events.map(\.json)), "next_after": JSONValue(page.nextAfter)])
     }
 }

@@ -4,6 +4,7 @@ package import GooglePlay
 package import HTTPServer
 import Locking
 import StoreHTTP
+package import WalletCore
 package import WalletStore
 
 /// Prometheus metrics, all prefixed `wallet_`: per-route request counts and
@@ -108,6 +109,9 @@ package final class Metrics: Sendable, StoreMetrics {
         var googleConsumes: [ConsumptionOutcome: UInt64] = [:]
         var googleNotifications: [GoogleNotificationOutcome: UInt64] = [:]
         var googleVoids: [GoogleVoidOutcome: UInt64] = [:]
+        var webhookAttempts: [WebhookDeliveryStatus: UInt64] = [:]
+        /// The endpoints' backlog as the webhook sender last read it.
+        var webhookEndpoints: [WebhookEndpoint] = []
     }
 
     /// How applying one Google Play void ended, for
@@ -227,7 +231,19 @@ package final class Metrics: Sendable, StoreMetrics {
             state.googleConsumes = ConsumptionOutcome.zeros
             state.googleNotifications = GoogleNotificationOutcome.zeros
             state.googleVoids = GoogleVoidOutcome.zeros
+            state.webhookAttempts = WebhookDeliveryStatus.zeros
         }
+    }
+
+    /// Counts a webhook attempt by what it left its delivery: delivered,
+    /// pending again (`retried`) or failed.
+    package func countWebhookAttempt(_ status: WebhookDeliveryStatus) {
+        state.withLock { $0.webhookAttempts[status, default: 0] += 1 }
+    }
+
+    /// Keeps the endpoints' backlog for the next scrape.
+    package func setWebhookBacklog(_ endpoints: [WebhookEndpoint]) {
+        state.withLock { $0.webhookEndpoints = endpoints }
     }
 
     /// Starts each route's request series at zero in every status class.
@@ -398,6 +414,22 @@ package final class Metrics: Sendable, StoreMetrics {
         counters(&out, name: "wallet_googleplay_voids_total",
                  help: "Google Play voids by how applying them ended; failed ones are tried again by the next sweep.",
                  values: snapshot.googleVoids)
+        counters(&out, name: "wallet_webhook_deliveries_total",
+                 help: "Webhook delivery attempts by what they left the delivery: delivered, retried or failed.",
+                 values: snapshot.webhookAttempts)
+        for (name, help, value) in [
+            ("wallet_webhook_pending", "Deliveries an endpoint is owed.", { (e: WebhookEndpoint) in String(e.pending) }),
+            ("wallet_webhook_oldest_undelivered_seconds",
+             "Age of the oldest event an endpoint has not received yet; 0 when it is caught up.",
+             { (e: WebhookEndpoint) in String(e.oldestUndeliveredSeconds) }),
+            ("wallet_webhook_endpoint_enabled", "1 while an endpoint is enabled; 0 once disabled (by an operator, or for failing).",
+             { (e: WebhookEndpoint) in e.enabled ? "1" : "0" }),
+        ] {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) gauge\n"
+            for endpoint in snapshot.webhookEndpoints {
+                out += "\(name){endpoint=\"\(endpoint.id)\"} \(value(endpoint))\n"
+            }
+        }
         counters(&out, name: "wallet_coins_total", help: "Coins moved by the service, by kind, counted after COMMIT.",
                  label: "kind", values: snapshot.coins)
         out += "# HELP wallet_ready 1 when the service is ready (as /readyz answers 200), else 0.\n"
@@ -465,4 +497,13 @@ package protocol MetricLabels: Hashable, Sendable, CaseIterable where AllCases =
 extension MetricLabels {
     /// Every series at zero.
     package static var zeros: [Self: UInt64] { Dictionary(uniqueKeysWithValues: allCases.map { ($0, 0) }) }
+}
+
+extension WebhookDeliveryStatus: MetricLabels {
+    package var labels: String {
+        switch self {
+        case .pending: "outcome=\"retried\""
+        case .delivered, .failed: "outcome=\"\(rawValue)\""
+        }
+    }
 }

@@ -6,8 +6,9 @@ package import ServiceSupport
 package import WalletStore
 
 /// Every background thread of `serve`: upkeep (the schema, then the
-/// idempotency purge), the stores' scheduled sweeps, the outbox sender and
-/// hold expiry, each started and stopped together.
+/// idempotency, event and delivery purges), the stores' scheduled sweeps,
+/// the outbox sender, hold expiry and webhook delivery, each started and
+/// stopped together.
 package final class BackgroundWorkers: Sendable {
     /// What the workers are built from, read by the composition root from
     /// its configuration, which checked every value.
@@ -25,10 +26,13 @@ package final class BackgroundWorkers: Sendable {
         package var refundPreference: ConsumptionAnswer.Preference
         /// Minutes between Google Play voided-purchases sweeps; 0 is off.
         package var voidedPollMinutes: Int
+        package var webhooks: WebhookSender.Settings
 
         package init(migrate: Bool, purge: Upkeep.Purge, holdSweepIntervalSeconds: Double, holdSweepWalletsMax: Int,
                      reconcileIntervalMinutes: Int, appleEnvironments: [Environment], consumptionConsent: Bool,
-                     refundPreference: ConsumptionAnswer.Preference, voidedPollMinutes: Int) {
+                     refundPreference: ConsumptionAnswer.Preference, voidedPollMinutes: Int,
+                     webhooks: WebhookSender.Settings) {
+            self.webhooks = webhooks
             self.migrate = migrate
             self.purge = purge
             self.holdSweepIntervalSeconds = holdSweepIntervalSeconds
@@ -49,6 +53,7 @@ package final class BackgroundWorkers: Sendable {
     /// Google Play consumes when Google Play is set up.
     private let outbox: OutboxSender?
     private let holdSweeper: HoldSweeper
+    private let webhooks: WebhookSender
     private let upkeep: Upkeep
 
     /// A store's client is nil when that store is not set up. Schedules and
@@ -86,6 +91,8 @@ package final class BackgroundWorkers: Sendable {
         }
         holdSweeper = HoldSweeper(ledger: ledger, readiness: readiness, intervalSeconds: settings.holdSweepIntervalSeconds,
                                   walletsMax: settings.holdSweepWalletsMax, clock: clock, logger: logger)
+        webhooks = WebhookSender(ledger: ledger, settings: settings.webhooks, readiness: readiness, metrics: metrics,
+                                 clock: clock, logger: logger)
         upkeep = Upkeep(ledger: ledger, readiness: readiness, migrate: settings.migrate, purge: settings.purge,
                         clock: clock, logger: logger, afterSchema: afterSchema)
     }
@@ -96,6 +103,7 @@ package final class BackgroundWorkers: Sendable {
         voidedSweep?.start()
         outbox?.start()
         holdSweeper.start()
+        webhooks.start()
     }
 
     /// Stops every thread and waits for each, at most 10 seconds.
@@ -104,6 +112,7 @@ package final class BackgroundWorkers: Sendable {
         voidedSweep?.stop()
         outbox?.stop()
         holdSweeper.stop()
+        webhooks.stop()
         upkeep.stop()
     }
 }

@@ -90,6 +90,10 @@ package final class Upkeep: Sendable {
             try ledger.purgeEvents(olderThanDays: purge.eventRetentionDays, limit: purge.roundRowsMax)
         }
         if events > 0 { logger.info("events purged", ["purge.rows": String(events)]) }
+        let deliveries = purgeInRounds(stopping) {
+            try ledger.purgeWebhookDeliveries(olderThanDays: purge.eventRetentionDays, limit: purge.roundRowsMax)
+        }
+        if deliveries > 0 { logger.info("webhook deliveries purged", ["purge.rows": String(deliveries)]) }
     }
 
     /// Runs `round` until it deletes less than a full round, at most

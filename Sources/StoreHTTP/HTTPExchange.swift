@@ -21,6 +21,9 @@ public final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Se
     }
 
     private let responseBytesMax: Int
+    /// Keep the first `responseBytesMax` bytes of a longer answer instead
+    /// of failing it (for a caller that needs only the status).
+    private let truncating: Bool
     private struct State: Sendable {
         var received = Data()
         var status = 0
@@ -33,12 +36,16 @@ public final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Se
     /// on another thread.
     private let state = Monitor(State())
 
-    private init(responseBytesMax: Int) {
+    private init(responseBytesMax: Int, truncating: Bool) {
         self.responseBytesMax = responseBytesMax
+        self.truncating = truncating
     }
 
-    /// Sends `request` and waits for the answer until `deadline`, never longer.
-    public static func send(_ request: URLRequest, responseBytesMax: Int, deadline: ContinuousClock.Instant) -> Outcome {
+    /// Sends `request` and waits for the answer until `deadline`, never
+    /// longer. An answer longer than `responseBytesMax` is a failure, or,
+    /// `truncating`, an answer with the first `responseBytesMax` bytes.
+    public static func send(_ request: URLRequest, responseBytesMax: Int, deadline: ContinuousClock.Instant,
+                            truncating: Bool = false) -> Outcome {
         let remaining = ContinuousClock.now.duration(to: deadline)
         guard remaining > .zero else { return .failure("no time was left to ask") }
         let remainingSeconds = Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18
@@ -47,7 +54,7 @@ public final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Se
         // to whole seconds, so 0.9 s would become an immediate time-out.
         let backstopSeconds = remainingSeconds.rounded(.up) + 5
 
-        let exchange = HTTPExchange(responseBytesMax: responseBytesMax)
+        let exchange = HTTPExchange(responseBytesMax: responseBytesMax, truncating: truncating)
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = backstopSeconds
         configuration.timeoutIntervalForResource = backstopSeconds
@@ -95,7 +102,7 @@ public final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Se
             state.status = http.statusCode
             state.retryAfter = http.value(forHTTPHeaderField: "Retry-After")
         }
-        guard http.expectedContentLength <= Int64(responseBytesMax) else {
+        guard truncating || http.expectedContentLength <= Int64(responseBytesMax) else {
             finish(.failure("the answer announces more than \(responseBytesMax) bytes"))
             completionHandler(.cancel)
             return
@@ -104,15 +111,18 @@ public final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Se
     }
 
     public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        let fits = state.withLock { state in
-            guard state.received.count + data.count <= responseBytesMax else { return false }
-            state.received.append(data)
-            return true
+        let cut: (status: Int, retryAfter: String?, body: Data)? = state.withLock { state in
+            guard state.received.count + data.count > responseBytesMax else {
+                state.received.append(data)
+                return nil
+            }
+            state.received.append(data.prefix(responseBytesMax - state.received.count))
+            return (state.status, state.retryAfter, state.received)
         }
-        if !fits {
-            finish(.failure("the answer is larger than \(responseBytesMax) bytes"))
-            dataTask.cancel()
-        }
+        guard let cut else { return }
+        finish(truncating ? .response(status: cut.status, retryAfter: cut.retryAfter, body: cut.body)
+                          : .failure("the answer is larger than \(responseBytesMax) bytes"))
+        dataTask.cancel()
     }
 
     public func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {

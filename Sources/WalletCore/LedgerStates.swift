@@ -67,3 +67,13 @@ public enum EventType: String, Sendable, CaseIterable {
     /// A change left the balance below zero; it follows that change's event.
     case balanceNegative = "balance.negative"
 }
+
+/// Where a webhook delivery stands: the status column of
+/// `wallet.webhook_deliveries`.
+public enum WebhookDeliveryStatus: String, Sendable, CaseIterable {
+    /// Not yet answered with a 2xx; tried again after a pause.
+    case pending
+    case delivered
+    /// Still not delivered at the end of the retry period.
+    case failed
+}

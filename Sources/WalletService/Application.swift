@@ -119,7 +119,11 @@ public final class Application: Sendable {
                 holdSweepWalletsMax: configuration.holdSweepWalletsMax,
                 reconcileIntervalMinutes: apple.api.reconcileIntervalMinutes, appleEnvironments: environments,
                 consumptionConsent: apple.api.consumptionConsent, refundPreference: apple.api.refundPreference,
-                voidedPollMinutes: google.voidedPollMinutes),
+                voidedPollMinutes: google.voidedPollMinutes,
+                webhooks: .init(threads: configuration.webhookThreads, timeoutSeconds: configuration.webhookTimeoutSeconds,
+                                retry: WebhookRetry(hours: configuration.webhookRetryHours,
+                                                    firstSeconds: configuration.webhookFirstRetrySeconds),
+                                allowHTTP: configuration.webhooksAllowHTTP)),
             clock: clock, logger: logger,
             afterSchema: { [console, startupReadSeconds = configuration.startupReadTimeoutSeconds] in
                 try console?.loadCookieKey(deadline: .now + .seconds(startupReadSeconds))

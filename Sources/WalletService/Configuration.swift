@@ -73,6 +73,14 @@ public struct Configuration: Sendable {
     /// How long events are kept for the feed and webhooks (the ledger keeps
     /// every entry for good); a cursor older than this is 410.
     public var eventRetentionDays = 30
+    /// Webhook delivery: threads sending at once, each attempt's time limit,
+    /// how long an event is retried, the first pause between attempts
+    /// (doubling to an hour), and whether http:// endpoints are allowed.
+    public var webhookThreads = 4
+    public var webhookTimeoutSeconds = 10
+    public var webhookRetryHours = 72
+    public var webhookFirstRetrySeconds = 10
+    public var webhooksAllowHTTP = false
     public var idempotencyPurgeIntervalSeconds = 60
     public var idempotencyPurgeRoundRowsMax = 1_000
     public var idempotencyPurgeRoundsMax = 20

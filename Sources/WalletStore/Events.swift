@@ -76,18 +76,25 @@ enum EventStore {
               AND (\(query.type?.rawValue)::text IS NULL OR type = \(query.type?.rawValue)::text)
             ORDER BY id
             LIMIT \(query.limit)
-            """).map { row in
-            WalletEvent(
-                id: try row.decode(Int64.self, at: 0), type: try row.decode(EventType.self, at: 1),
-                userID: try row.decode(String.self, at: 2), currency: try row.decode(String.self, at: 3),
-                amount: try row.decode(Int64.self, at: 4), balanceAfter: try row.decode(Int64.self, at: 5),
-                held: try row.decode(Int64.self, at: 6), available: try row.decode(Int64.self, at: 7),
-                entryID: try row.decodeIfPresent(Int64.self, at: 8), holdID: try row.decodeIfPresent(Int64.self, at: 9),
-                flowNo: try row.decodeIfPresent(String.self, at: 10), createdAt: try row.decode(Date.self, at: 11),
-                data: try JSONParser.parse(Array(try row.decode(String.self, at: 12).utf8)))
-        }
+            """).map { try event($0, at: 0) }
         let full = events.count == query.limit
         return EventPage(events: events, nextAfter: full ? events[events.count - 1].id : max(query.after, visible))
+    }
+
+    /// An event from 13 columns from `first` on: id, type, user_id,
+    /// currency, amount, balance_after, held, available, entry_id, hold_id,
+    /// flow_no, created_at and data (as text).
+    static func event(_ row: Row, at first: Int) throws -> WalletEvent {
+        WalletEvent(
+            id: try row.decode(Int64.self, at: first), type: try row.decode(EventType.self, at: first + 1),
+            userID: try row.decode(String.self, at: first + 2), currency: try row.decode(String.self, at: first + 3),
+            amount: try row.decode(Int64.self, at: first + 4), balanceAfter: try row.decode(Int64.self, at: first + 5),
+            held: try row.decode(Int64.self, at: first + 6), available: try row.decode(Int64.self, at: first + 7),
+            entryID: try row.decodeIfPresent(Int64.self, at: first + 8),
+            holdID: try row.decodeIfPresent(Int64.self, at: first + 9),
+            flowNo: try row.decodeIfPresent(String.self, at: first + 10),
+            createdAt: try row.decode(Date.self, at: first + 11),
+            data: try JSONParser.parse(Array(try row.decode(String.self, at: first + 12).utf8)))
     }
 
     /// Deletes up to `limit` of the oldest events created more than `days` ago.

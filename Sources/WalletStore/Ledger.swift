@@ -61,6 +61,9 @@ public final class Ledger: Sendable {
     let writerPool: ConnectionPool
     /// Sessions for migrations and the reconciliation lock.
     let sessionPool: ConnectionPool
+    /// Webhook delivery's own connections, so a backlog or a slow endpoint
+    /// never holds one a request needs.
+    let webhookPool: ConnectionPool
     public let groupCommit: GroupCommit
     let reads: ServerThreadReads
     let balanceReads: BalanceReads
@@ -73,6 +76,8 @@ public final class Ledger: Sendable {
     let holdOwners = BoundedCache<Int64, String>(entriesMax: Ledger.holdOwnersMax)
     /// A few megabytes at most; a hold it has forgotten costs one read.
     static let holdOwnersMax = 16_384
+    /// One for dispatching and leasing, one for recording attempts.
+    static let webhookConnections = 2
 
     public init(configuration: Configuration, metrics: any StoreMetrics, logger: Logger,
                 clock: any WorkClock = SystemClock()) {
@@ -104,6 +109,9 @@ public final class Ledger: Sendable {
         // A migration waits for the locks it needs, within its own deadline.
         sessionConfiguration.connection.lockTimeoutMilliseconds = 0
         sessionPool = ConnectionPool(configuration: sessionConfiguration, logger: databaseLogger)
+        var webhookConfiguration = poolConfiguration
+        webhookConfiguration.maximumConnections = Self.webhookConnections
+        webhookPool = ConnectionPool(configuration: webhookConfiguration, logger: databaseLogger)
         groupCommit = GroupCommit(writerCount: configuration.writers, batchOperationsMax: configuration.batchOperationsMax,
                                   pool: writerPool, metrics: metrics, logger: logger, clock: clock)
         reads = ServerThreadReads(pool: pool, metrics: metrics, clock: clock)
@@ -116,6 +124,7 @@ public final class Ledger: Sendable {
         balanceReads.shutdown(timeoutSeconds: timeoutSeconds)
         writerPool.shutdown()
         sessionPool.shutdown()
+        webhookPool.shutdown()
         pool.shutdown()
     }
 

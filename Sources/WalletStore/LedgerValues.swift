@@ -13,6 +13,7 @@ extension HoldStatus: PostgresDecodable, PostgresEncodable {}
 extension HoldAction: PostgresDecodable, PostgresEncodable {}
 extension EntryKind: PostgresDecodable, PostgresEncodable {}
 extension EventType: PostgresDecodable, PostgresEncodable {}
+extension WebhookDeliveryStatus: PostgresDecodable, PostgresEncodable {}
 extension PurchaseEnvironment: PostgresDecodable, PostgresEncodable {}
 extension RefusalReason: PostgresDecodable, PostgresEncodable {}
 extension Scope: PostgresDecodable, PostgresEncodable {}

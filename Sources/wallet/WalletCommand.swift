@@ -3,7 +3,7 @@ import Logging
 import Postgres
 import WalletService
 
-/// The `wallet` command: serve, migrate, keys, check, version, appstore, googleplay.
+/// The `wallet` command: serve, migrate, keys, webhooks, check, version, appstore, googleplay.
 /// A hand-written parser; every subcommand answers `--help`.
 enum WalletCommand {
     static let version = "0.1.0"
@@ -21,6 +21,7 @@ enum WalletCommand {
             case "serve": return try ServeCommand.run(arguments, environment: environment)
             case "migrate": return try MigrateCommand.run(arguments, environment: environment)
             case "keys": return try KeysCommand.run(arguments, environment: environment)
+            case "webhooks": return try WebhooksCommand.run(arguments, environment: environment)
             case "check": return try CheckCommand.run(arguments, environment: environment)
             case "appstore": return try AppStoreCommand.run(arguments, environment: environment)
             case "googleplay": return try GooglePlayCommand.run(arguments, environment: environment)
@@ -50,6 +51,7 @@ enum WalletCommand {
           serve      run the HTTP service
           migrate    apply database migrations
           keys       create, list and revoke API keys
+          webhooks   add, list, disable and enable webhook endpoints
           check      check the ledger's invariants
           appstore   verify App Store signed data offline, reconcile notifications,
                      list consumption answers

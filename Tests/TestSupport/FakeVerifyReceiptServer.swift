@@ -18,6 +18,9 @@ public final class FakeVerifyReceiptServer: @unchecked Sendable {
         case raw(String)
         /// Read the request, then answer nothing until the server stops.
         case silence
+        /// Whatever `decide` answers for the request, on the server's thread
+        /// (a webhook receiver's checks; it may take its time).
+        case decided(_ decide: @Sendable (Request) -> Reply)
     }
 
     public struct Request: Sendable {
@@ -37,9 +40,10 @@ public final class FakeVerifyReceiptServer: @unchecked Sendable {
         case socket(String)
     }
 
-    /// How long a server may live at most, so a test that forgets to stop
-    /// it cannot leave a thread behind for ever.
+    /// How long a server may live at most by default, so a test that
+    /// forgets to stop it cannot leave a thread behind for ever.
     public static let lifetimeSecondsMax = 60.0
+    private let lifetimeSeconds: Double
     public static let requestBytesMax = 8 << 20
     public static let pollMilliseconds: Int32 = 20
 
@@ -53,8 +57,9 @@ public final class FakeVerifyReceiptServer: @unchecked Sendable {
     private let stopRequested = Monitor(false)
     private let exited = DispatchSemaphore(value: 0)
 
-    public init(reply: Reply) throws {
+    public init(reply: Reply, lifetimeSeconds: Double = FakeVerifyReceiptServer.lifetimeSecondsMax) throws {
         self.reply = reply
+        self.lifetimeSeconds = lifetimeSeconds
         (listener, port) = try Self.bindLoopback(listen: true)
         let thread = Thread { [self] in
             serve()
@@ -125,7 +130,7 @@ public final class FakeVerifyReceiptServer: @unchecked Sendable {
     }
 
     private func serve() {
-        let end = Date().addingTimeInterval(Self.lifetimeSecondsMax)
+        let end = Date().addingTimeInterval(lifetimeSeconds)
         // Bounded by the lifetime.
         while !isStopping, Date() < end {
             guard Self.readable(listener) else { continue }
@@ -139,6 +144,10 @@ public final class FakeVerifyReceiptServer: @unchecked Sendable {
     private func handle(_ connection: Int32, until end: Date) {
         guard let request = read(connection, until: end) else { return }
         lock.withLock { recorded.append(request) }
+        answer(reply, to: request, on: connection, until: end)
+    }
+
+    private func answer(_ reply: Reply, to request: Request, on connection: Int32, until end: Date) {
         switch reply {
         case .json(let body):
             write(connection, Self.response(status: 200, headers: ["Content-Type: application/json"], body: body))
@@ -149,6 +158,8 @@ public final class FakeVerifyReceiptServer: @unchecked Sendable {
         case .silence:
             // Until the server stops, bounded by the lifetime.
             stopRequested.wait(until: .now + .seconds(max(0, end.timeIntervalSinceNow))) { $0 }
+        case .decided(let decide):
+            answer(decide(request), to: request, on: connection, until: end)
         }
     }
 

@@ -111,6 +111,45 @@ struct CommandLineTests {
         #expect(try wallet(["keys", "revoke", "shop"], ["WALLET_DATABASE_URL": url]).status == 1)
     }
 
+    @Test func webhooksAddListDisableAndEnable() throws {
+        let options = try TestDatabase.make()
+        let url = TestService.conninfo(options)
+        let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("webhook-secret-\(UUID().uuidString)")
+        try Data("0123456789abcdef0123456789abcdef\n".utf8).write(to: secretFile)
+        defer { try? FileManager.default.removeItem(at: secretFile) }
+        let environment = ["WALLET_DATABASE_URL": url, "USER": "alice"]
+        let added = try wallet(["webhooks", "add", "--url", "https://game.example/hooks", "--events",
+                                "credit.refunded,balance.negative", "--secret-file", secretFile.path], environment)
+        #expect(added.status == 0, "\(added.error)")
+        #expect(added.output.split(separator: "\n").last == "id=1", "\(added.output)")
+        let listed = try wallet(["webhooks", "list"], environment)
+        #expect(listed.output.contains("1\tenabled\t0\t0s\tcredit.refunded,balance.negative\thttps://game.example/hooks"),
+                "\(listed.output)")
+        #expect(try wallet(["webhooks", "disable", "1"], environment).output.contains("is now disabled"))
+        #expect(try wallet(["webhooks", "list"], environment).output.contains("1\tdisabled: disabled by alice"))
+        #expect(try wallet(["webhooks", "enable", "1"], environment).output.contains("is now enabled"))
+        // Refused: http:// without WALLET_WEBHOOKS_ALLOW_HTTP, an unknown
+        // type, a short secret, an unknown endpoint.
+        let http = try wallet(["webhooks", "add", "--url", "http://127.0.0.1:9/x", "--events", "*", "--secret-file",
+                               secretFile.path], environment)
+        #expect(http.status == 2 && http.error.contains("https://"), "\(http.error)")
+        let allowed = try wallet(["webhooks", "add", "--url", "http://127.0.0.1:9/x", "--events", "*", "--secret-file",
+                                  secretFile.path], environment.merging(["WALLET_WEBHOOKS_ALLOW_HTTP": "true"]) { $1 })
+        #expect(allowed.output.split(separator: "\n").last == "id=2", "\(allowed.error)")
+        let unknown = try wallet(["webhooks", "add", "--url", "https://game.example/x", "--events", "credit.made",
+                                  "--secret-file", secretFile.path], environment)
+        #expect(unknown.status == 2 && unknown.error.contains("unknown event type"), "\(unknown.error)")
+        try Data("short".utf8).write(to: secretFile)
+        let short = try wallet(["webhooks", "add", "--url", "https://game.example/x", "--events", "*", "--secret-file",
+                                secretFile.path], environment)
+        #expect(short.status == 2 && short.error.contains("16 to 4096 bytes"), "\(short.error)")
+        #expect(try wallet(["webhooks", "disable", "9"], environment).status == 1)
+        let connection = try Connection(options: options)
+        defer { connection.close() }
+        let audit = try connection.query("SELECT action || ' ' || operator FROM wallet.admin_audit ORDER BY id").map { $0[0] ?? "" }
+        #expect(audit == ["webhook_add alice", "webhook_disable alice", "webhook_enable alice", "webhook_add alice"])
+    }
+
     /// A support agent's key: `--scopes console`, which the database's
     /// check on scopes accepts.
     @Test func keysCreateMakesAConsoleKey() throws {
