@@ -67,6 +67,7 @@ package struct AdminConsole: Sendable {
         router.add("GET", "/admin/credits/{flow_no}", signedIn(credit))
         router.add("GET", "/admin/audit", signedIn(audit))
         router.add("GET", "/admin/keys", signedIn(keys))
+        router.add("GET", "/admin/webhooks", signedIn(webhooks))
         router.add("GET", "/admin/keys/{name}/revoke", signedIn(confirmRevoke))
         router.add("POST", "/admin/keys/{name}/revoke", signedIn(revoke))
         router.add("GET", "/admin/static/console.css", sync: { _ in
@@ -176,6 +177,10 @@ package struct AdminConsole: Sendable {
             keys.contains { $0.name == name && $0.revokedAt != nil } ? "Key \(name) is revoked." : nil
         }
         return page(ConsolePages.keys(keys, message: message, chrome: context.chrome))
+    }
+
+    func webhooks(_ request: Request, _ context: Context) throws -> Response {
+        page(ConsolePages.webhooks(try context.queries.webhooks(), chrome: context.chrome))
     }
 
     func confirmRevoke(_ request: Request, _ context: Context) throws -> Response {

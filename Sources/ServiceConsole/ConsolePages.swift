@@ -18,7 +18,7 @@ enum ConsolePages {
             """
             <header>
             <nav aria-label="Console"><a href="/admin">Overview</a> <a href="/admin/audit">Audit</a> \
-            <a href="/admin/keys">Keys</a></nav>
+            <a href="/admin/keys">Keys</a> <a href="/admin/webhooks">Webhooks</a></nav>
             <form role="search" method="get" action="/admin/search">\
             <label for="search">Player or flowNO</label> \
             <input id="search" name="q" type="search" maxlength="128" required> \
@@ -214,6 +214,58 @@ enum ConsolePages {
             <h2>Admin actions</h2>
             \(auditTable(caption: "Admin audit rows about this player, its credits and holds (newest \(ConsoleStore.relatedMax))",
                          page.audit))
+            </section>
+            <section>
+            <h2>Events</h2>
+            \(table(id: "events", caption: "Every change to the player's wallets as the feed and webhooks tell it (newest \(ConsoleStore.relatedMax))",
+                    columns: ["Event", "Time", "Type", "Currency", "Amount", "Balance after", "Held", "Available", "Entry",
+                              "Hold", "flowNO"],
+                    rows: page.events.map { event in
+                        row([cell(String(event.id), class: "event-id"), cell(event.createdAt),
+                             cell(event.type.rawValue, class: event.type == .balanceNegative ? "alert" : nil),
+                             cell(event.currency), cell(event.amount), cell(event.balanceAfter), cell(event.held),
+                             cell(event.available), cell(event.entryID), cell(event.holdID),
+                             cell(event.flowNo.map(creditLink) ?? "")])
+                    }))
+            </section>
+            """)
+    }
+
+    static func webhooks(_ page: ConsoleStore.WebhooksPage, chrome: Chrome) -> HTML {
+        document(title: "Webhooks", chrome: chrome, main: """
+            <h1>Webhooks</h1>
+            <p>Endpoints are managed with <code>wallet webhooks add|disable|enable</code>. Each receives every event of \
+            its types, in order per player, until it answers 2xx.</p>
+            \(table(id: "endpoints", caption: "Endpoints; a failing or disabled one is marked",
+                    columns: ["Endpoint", "URL", "Events", "State", "Pending", "Oldest undelivered"],
+                    rows: page.endpoints.map { endpoint in
+                        let state: String
+                        if !endpoint.enabled {
+                            state = "disabled: \(endpoint.disabledReason ?? "")"
+                        } else if let since = endpoint.failingSince {
+                            state = "failing since \(since.rfc3339)"
+                        } else {
+                            state = "delivering"
+                        }
+                        let failing = !endpoint.enabled || endpoint.failingSince != nil
+                        return row([cell(String(endpoint.id), class: "id"), cell(endpoint.url, class: "id"),
+                                    cell(endpoint.eventTypes.map { $0.map(\.rawValue).joined(separator: ", ") } ?? "all"),
+                                    cell(state, class: failing ? "alert" : nil), cell(Int64(endpoint.pending)),
+                                    cell("\(Int(endpoint.oldestUndeliveredSeconds.rounded())) s")],
+                                   attributes: failing ? " class=\"failing\" data-endpoint=\"\(endpoint.id)\""
+                                                       : " data-endpoint=\"\(endpoint.id)\"")
+                    }))
+            <section>
+            <h2>Recent deliveries</h2>
+            \(table(id: "deliveries", caption: "The \(ConsoleStore.relatedMax) deliveries tried most recently",
+                    columns: ["Endpoint", "Event", "Player", "Status", "Attempts", "Last attempt", "Last answer"],
+                    rows: page.recent.map { delivery in
+                        row([cell(String(delivery.endpointID)), cell(String(delivery.eventID)),
+                             cell(userLink(delivery.userID)),
+                             cell(delivery.status.rawValue, class: delivery.status == .failed ? "alert" : nil),
+                             cell(Int64(delivery.attempts)), cell(delivery.lastAttemptAt),
+                             cell(delivery.lastStatus.map { String($0) } ?? delivery.lastError)])
+                    }))
             </section>
             """)
     }

@@ -309,6 +309,8 @@ public struct ConsoleStore: Sendable {
         public var entries: [EntryRow]
         public var credits: [CreditRow]
         public var audit: [AuditRow]
+        /// The newest `relatedMax` events, newest first.
+        public var events: [WalletEvent]
     }
 
     /// Nil when the user has no wallet and no credit.
@@ -336,7 +338,48 @@ public struct ConsoleStore: Sendable {
                        (SELECT id::text FROM wallet.holds WHERE user_id = \(userID.rawValue)))
             ORDER BY id DESC LIMIT \(relatedMax)
             """, on: connection)
-        return UserPage(userID: userID.rawValue, balances: balances, entries: entries, credits: credits, audit: audit)
+        let events = try connection.query("""
+            SELECT id, type, user_id, currency, amount, balance_after, held, available, entry_id, hold_id, flow_no,
+                   created_at, data::text
+            FROM wallet.events WHERE user_id = \(userID.rawValue) ORDER BY id DESC LIMIT \(relatedMax)
+            """).map { try EventStore.event($0, at: 0) }
+        return UserPage(userID: userID.rawValue, balances: balances, entries: entries, credits: credits, audit: audit,
+                        events: events)
+    }
+
+    /// A webhook delivery as the console lists it.
+    public struct DeliveryRow: Sendable {
+        public var endpointID: Int64
+        public var eventID: Int64
+        public var userID: String
+        public var status: WebhookDeliveryStatus
+        public var attempts: Int
+        public var lastAttemptAt: Date?
+        public var lastStatus: Int?
+        public var lastError: String?
+    }
+
+    /// The endpoints with their backlog, and the deliveries tried most
+    /// recently (newest `relatedMax`).
+    public struct WebhooksPage: Sendable {
+        public var endpoints: [WebhookEndpoint]
+        public var recent: [DeliveryRow]
+    }
+
+    static func webhooks(on connection: Connection) throws -> WebhooksPage {
+        let recent = try connection.query("""
+            SELECT endpoint_id, event_id, user_id, status, attempts, last_attempt_at, last_status, last_error
+            FROM wallet.webhook_deliveries WHERE last_attempt_at IS NOT NULL
+            ORDER BY last_attempt_at DESC, event_id DESC LIMIT \(relatedMax)
+            """).map { row in
+            DeliveryRow(endpointID: try row.decode(Int64.self, at: 0), eventID: try row.decode(Int64.self, at: 1),
+                        userID: try row.decode(String.self, at: 2),
+                        status: try row.decode(WebhookDeliveryStatus.self, at: 3), attempts: try row.decode(Int.self, at: 4),
+                        lastAttemptAt: try row.decodeIfPresent(Date.self, at: 5),
+                        lastStatus: try row.decodeIfPresent(Int.self, at: 6),
+                        lastError: try row.decodeIfPresent(String.self, at: 7))
+        }
+        return WebhooksPage(endpoints: try WebhookStore.endpoints(now: Date(), on: connection), recent: recent)
     }
 
     private static let creditColumns = """
@@ -589,6 +632,10 @@ public struct ConsoleQueries {
 
     public func keys() throws -> [APIKeyInfo] {
         try ConsoleStore.keys(on: connection)
+    }
+
+    public func webhooks() throws -> ConsoleStore.WebhooksPage {
+        try ConsoleStore.webhooks(on: connection)
     }
 }
 

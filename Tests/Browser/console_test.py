@@ -281,7 +281,8 @@ class WalletServer:
         self.game_key = None
         self.console_key = None
         self.env = {k: v for k, v in os.environ.items() if k != "WALLET_DATABASE_URL"}
-        self.env.update(WALLET_DATA_DIR=self.data, WALLET_LISTEN=f"127.0.0.1:{self.port}", WALLET_LOG_LEVEL="error")
+        self.env.update(WALLET_DATA_DIR=self.data, WALLET_LISTEN=f"127.0.0.1:{self.port}", WALLET_LOG_LEVEL="error",
+                        WALLET_WEBHOOKS_ALLOW_HTTP="true", WALLET_WEBHOOKS_FIRST_RETRY_SECONDS="1")
 
     def start(self):
         with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
@@ -601,7 +602,7 @@ class Suite:
     # The tests.
 
     def test_pages_need_a_session(self):
-        for path in ("/admin", "/admin/audit", "/admin/keys"):
+        for path in ("/admin", "/admin/audit", "/admin/keys", "/admin/webhooks"):
             answer = self.get(path)
             check(answer.status in (302, 303), f"GET {path} without a session: expected 303, got {answer.status}")
             landed = answer.location_path(self.base)
@@ -907,6 +908,51 @@ class Suite:
         check("console-spare" in driver.find_element(By.TAG_NAME, "body").text,
               "GET /admin/audit: the key revocation is not listed")
 
+    def test_webhooks_and_player_events(self):
+        """The Webhooks page lists the endpoints, a failing and a disabled one marked, and the
+        deliveries tried last; the player page shows the player's events as the ledger has them."""
+        dead = f"http://127.0.0.1:{free_port()}/hooks"      # nothing listens: every attempt is refused
+        ids = self.service.psql(
+            f"SELECT wallet.add_webhook('{dead}', '{{*}}', '\\x{'ab' * 16}'::bytea, 'console-test'), "
+            f"wallet.add_webhook('{dead}/off', '{{credit.refunded}}', '\\x{'cd' * 16}'::bytea, 'console-test')")[0]
+        failing, off = ids
+        self.service.psql(f"SELECT wallet.set_webhook_enabled({off}, FALSE, 'console-test')")
+        try:
+            self.debit(PLAYER, 5, reason="webhook")
+            wait_until("the sender to try the endpoint", lambda: self.service.psql(
+                f"SELECT count(*) FROM wallet.webhook_deliveries WHERE endpoint_id = {failing} AND attempts > 0")[0][0]
+                != "0", 30)
+            driver = self.signed_in_browser()
+            link = element(driver, "header nav a[href='/admin/webhooks']")
+            check(link is not None and link.text.strip() == "Webhooks", "the header has no Webhooks link")
+            click_and_wait(driver, link, "the Webhooks page")
+            check(path_of(driver) == "/admin/webhooks", f"the Webhooks link led to {path_of(driver)}")
+            endpoints = driver.execute_script("""
+                return Array.from(document.querySelectorAll('table#endpoints tbody tr')).map(r =>
+                    [r.dataset.endpoint || '', r.className, Array.from(r.cells).map(c => c.textContent.trim())]);""")
+            by_id = {row[0]: row for row in endpoints}
+            check(set(by_id) == {failing, off}, f"GET /admin/webhooks: endpoints {sorted(by_id)}, expected {failing} and {off}")
+            check(by_id[failing][1] == "failing" and by_id[failing][2][3].startswith("failing since "),
+                  f"the refused endpoint is not shown failing: {by_id[failing]}")
+            check(by_id[failing][2][1] == dead and by_id[failing][2][2] == "all",
+                  f"the refused endpoint's URL or events are wrong: {by_id[failing]}")
+            check(by_id[off][1] == "failing" and by_id[off][2][3] == "disabled: disabled by console-test"
+                  and by_id[off][2][2] == "credit.refunded", f"the disabled endpoint is not shown disabled: {by_id[off]}")
+            deliveries = table_rows(driver, "table#deliveries")
+            mine = [[cell[1] for cell in row] for row in deliveries if row[0][1] == failing and row[2][1] == PLAYER]
+            check(mine and mine[0][3] == "pending" and int(mine[0][4]) >= 1 and mine[0][6],
+                  f"GET /admin/webhooks: no pending, tried delivery to {failing} for {PLAYER}: {deliveries}")
+
+            driver.get(self.base + f"/admin/users/{PLAYER}")
+            shown = [[cell[1] for cell in row][:3] for row in table_rows(driver, "table#events")]
+            expected = [[event_id, created_at, kind] for event_id, created_at, kind in self.service.psql(
+                f"SELECT id, wallet.rfc3339(created_at), type FROM wallet.events WHERE user_id = '{PLAYER}' "
+                f"ORDER BY id DESC LIMIT 50")]
+            check(shown == expected, f"GET /admin/users/{PLAYER}: events {shown}, expected {expected}")
+        finally:
+            # Nothing listens there: stop trying, so the later tests run on a quiet service.
+            self.service.psql(f"SELECT wallet.set_webhook_enabled({failing}, FALSE, 'console-test')")
+
     def test_sign_out(self):
         cookie = self.http_sign_in(self.keys["admin"])
         page = self.get("/admin", cookie)
@@ -1161,6 +1207,7 @@ def run(args):
         step("ledger paging", suite.test_ledger_paging)
         step("hostile text stays text", suite.test_hostile_text_stays_text)
         step("revoking a key ends its sessions", suite.test_revoke_key_ends_its_sessions)
+        step("webhooks page and the player's events", suite.test_webhooks_and_player_events)
         step("sign out", suite.test_sign_out)
         if step("seed 10,000 players and 200,000 entries", suite.test_seed):
             step("chart matches the ledger", suite.test_chart_matches_ledger)

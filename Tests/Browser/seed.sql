@@ -14,7 +14,9 @@
 --     them together never exceed what came in before them;
 --   * a refund is a player's last entry (it may leave the balance negative,
 --     which only a refund may do), its credit is marked refunded by the same
---     source for the same amount, and nothing follows it.
+--     source for the same amount, and nothing follows it;
+--   * every entry is told by its event, and each wallet's last event shows
+--     it as it is.
 --
 -- Entry ids are drawn from wallet.entries_id_seq, as the service draws them,
 -- and given out in created_at order, so ids and times grow together (the
@@ -170,6 +172,31 @@ SELECT e.id, e.user_id, 'coin', e.amount, e.balance_after, e.kind,
        END
 FROM seed_entries e
 ORDER BY e.id;
+
+-- The event each entry is told by, as wallet.post_entries writes it (and a
+-- balance.negative after a refund that leaves the balance below zero), with
+-- ids drawn from wallet.events_id_seq and given out in entry order.
+DO $$ BEGIN PERFORM wallet.mark_event_writer(); END; $$;
+CREATE TEMP TABLE seed_events ON COMMIT DROP AS
+SELECT row_number() OVER (ORDER BY e.id, t.negative) AS n, t.type, e.user_id, e.currency,
+       CASE WHEN t.negative THEN 0 ELSE e.amount END AS amount, e.balance_after, e.id AS entry_id,
+       CASE WHEN e.kind IN ('credit', 'refund') THEN e.reference END AS flow_no, e.created_at,
+       jsonb_build_object('client', e.client, 'reference', e.reference)
+           || CASE WHEN t.negative THEN jsonb_build_object('cause', 'credit.refunded') ELSE coalesce(e.metadata, '{}') END
+           AS data
+FROM wallet.entries e
+CROSS JOIN LATERAL (VALUES (FALSE, CASE e.kind WHEN 'credit' THEN 'credit.created' WHEN 'debit' THEN 'debit.created'
+                                               WHEN 'refund' THEN 'credit.refunded' ELSE 'grant.created' END),
+                           (TRUE, 'balance.negative')) t (negative, type)
+WHERE e.user_id LIKE 'seed-user-%' AND (NOT t.negative OR (e.amount < 0 AND e.balance_after < 0));
+
+INSERT INTO wallet.events (id, type, user_id, currency, amount, balance_after, held, available, entry_id, flow_no,
+                           created_at, data)
+SELECT i.ids[v.n], v.type, v.user_id, v.currency, v.amount, v.balance_after, 0, v.balance_after, v.entry_id, v.flow_no,
+       v.created_at, v.data
+FROM seed_events v,
+     (SELECT ARRAY(SELECT nextval('wallet.events_id_seq') FROM generate_series(1, (SELECT count(*) FROM seed_events)))
+             AS ids) i;
 
 INSERT INTO wallet.credits (flow_no, user_id, product_id, quantity, currency, amount, status, source, environment,
                             client, entry_id, refunded_by, refunded_amount, created_at, updated_at)

@@ -125,7 +125,7 @@ struct ConfigurationTests {
     @Test func booleansAreExactlyTrueOrFalse() throws {
         let variables = ["WALLET_DATABASE_PREPARED_STATEMENTS", "WALLET_ADMIN_CONSOLE", "WALLET_APPLE_REQUIRE_ACCOUNT_TOKEN",
                          "WALLET_APPLE_CONSUMPTION_CONSENT", "WALLET_GOOGLE_ALLOW_TEST_PURCHASES",
-                         "WALLET_GOOGLE_REQUIRE_ACCOUNT_ID"]
+                         "WALLET_GOOGLE_REQUIRE_ACCOUNT_ID", "WALLET_WEBHOOKS_ALLOW_HTTP"]
         #expect(Set(variables) == Set(Configuration.booleanSettings.map(\.variable)))
         // The account-token rule wants a namespace beside the flag.
         let base = ["WALLET_APPLE_ACCOUNT_TOKEN_NAMESPACE": "6ba7b810-9dad-11d1-80b4-00c04fd430c8"]
@@ -152,7 +152,7 @@ struct ConfigurationTests {
 
     @Test func limitsOutOfRangeStopStartUpNamingTheirVariable() throws {
         let read = Configuration.integerSettings.filter { $0.variable != nil }
-        #expect(read.count == 18)
+        #expect(read.count == 23)
         for setting in read {
             let name = try #require(setting.variable)
             let allowed = setting.allowed(in: try Configuration.load(environment: [:]))
