@@ -22,12 +22,18 @@ Settings (environment):
   BENCH_PREVIOUS         a git revision or a wallet binary: measure that release
                          too, in the same run, on its own database (unset)
   BENCH_ROUNDS           rounds of every scenario, figures averaged over them (1)
+  BENCH_EVENTS           0 skips the events measurement: spread debits with a
+                         webhook endpoint (a loopback receiver answering 204)
+                         against none, and the feed read by one reader (1)
   SWIFT                  the swift driver (swift)
   WALLET_*               passed to the service (e.g. WALLET_WRITERS)
 
 Uses the Python 3 standard library only.
 """
 
+import http.client
+import http.server
+import json
 import os
 import pwd
 import re
@@ -38,6 +44,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -366,6 +373,48 @@ def parse_batch_histogram(text):
 # MARK: the run
 
 
+class ReceiverServer:
+    """A webhook endpoint on loopback that answers every POST 204 (and
+    checks nothing: the bench measures the service's cost of sending)."""
+
+    def __init__(self):
+        counter = {"count": 0}
+        lock = threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                with lock:
+                    counter["count"] += 1
+                self.send_response(204)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.counter, self.lock = counter, lock
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server.server_address[1]}/hooks"
+
+    @property
+    def count(self):
+        with self.lock:
+            return self.counter["count"]
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
 class Bench:
     def __init__(self):
         self.seconds = env_int("BENCH_SECONDS", 10, 1, 3600)
@@ -400,6 +449,8 @@ class Bench:
         self.rss_peak_kb = None
         self.slow_client_ms = None
         self.service_settings = {}
+        self.measure_events_too = os.environ.get("BENCH_EVENTS", "1") != "0"
+        self.events = None
 
     @property
     def services(self):
@@ -527,6 +578,8 @@ class Bench:
             "WALLET_DATABASE_URL": self.conninfo(service.database),
             "WALLET_CREDIT_VERIFICATION": "caller",
             "WALLET_LISTEN": f"127.0.0.1:{service.port}",
+            # The events measurement's receiver is on loopback.
+            "WALLET_WEBHOOKS_ALLOW_HTTP": "true",
         })
         env.setdefault("WALLET_LOG_LEVEL", "warning")
         # wrk stands in for many clients from one address: let that address
@@ -560,10 +613,11 @@ class Bench:
                 raise BenchError(f"{service.label} was not ready within 30 s")
             time.sleep(0.2)
 
-    def wallet_command(self, service, arguments, timeout_seconds, check=True):
+    def wallet_command(self, service, arguments, timeout_seconds, check=True, env_extra=None):
         env = dict(os.environ)
         env["WALLET_DATABASE_URL"] = self.conninfo(service.database)
         env.setdefault("WALLET_LOG_LEVEL", "warning")
+        env.update(env_extra or {})
         return self.run([str(service.binary)] + arguments, timeout_seconds, env=env, check=check)
 
     def make_keys_and_seed(self, service):
@@ -731,6 +785,79 @@ class Bench:
             line += f"; previous {result.previous.ops:,.0f}/s p99 {result.previous.p99_ms:.2f} ms ({result.change:+.1%})"
         log(line)
 
+    def measure_events(self):
+        """Spread debits with one webhook endpoint against none, in an ABBA
+        order of `rounds` pairs (each run with a new endpoint, disabled after
+        it, so it carries no backlog into the next), then one reader
+        following the feed from cursor 0 for up to `seconds`."""
+        service = self.current
+        scenario = next(s for s in SCENARIOS if s.name == "debit-spread")
+        meter = CPUMeter(service.process.pid, self.postmaster_pid)
+        receiver = ReceiverServer()
+        secret = self.temp_dir / "webhook.secret"
+        secret.write_text("bench-webhook-secret-0123456789abcdef\n")
+        runs = {"none": [], "webhook": []}
+        delivered = []
+        try:
+            for round_index in range(self.rounds):
+                for mode in ("none", "webhook", "webhook", "none"):
+                    endpoint = None
+                    if mode == "webhook":
+                        added = self.wallet_command(service, ["webhooks", "add", "--url", receiver.url, "--events", "*",
+                                                              "--secret-file", str(secret)], 60,
+                                                    env_extra={"WALLET_WEBHOOKS_ALLOW_HTTP": "true"})
+                        endpoint = added.stdout.strip().splitlines()[-1].split("=", 1)[1]
+                    self.psql("CHECKPOINT")
+                    received_before = receiver.count
+                    log(f"events: debit-spread, {'one webhook endpoint' if endpoint else 'no webhook'} "
+                        f"(round {round_index + 1} of {self.rounds})")
+                    runs[mode].append(self.wrk(service, scenario, self.seconds,
+                                               f"events-{mode}-{self.run_tag}-{round_index}-{len(runs[mode])}", meter))
+                    if endpoint:
+                        delivered.append((receiver.count - received_before) / self.seconds)
+                        self.wallet_command(service, ["webhooks", "disable", endpoint], 60)
+            feed = self.read_feed(service)
+        finally:
+            receiver.stop()
+        none, webhook = combined(runs["none"]), combined(runs["webhook"])
+        self.events = {
+            "none": none, "webhook": webhook,
+            "change": webhook.ops / none.ops - 1.0 if none.ops else None,
+            "delivered_per_second": sum(delivered) / len(delivered) if delivered else 0.0,
+            "feed": feed,
+        }
+        log(f"events: debit-spread {none.ops:,.0f}/s without a webhook, {webhook.ops:,.0f}/s with one "
+            f"({self.events['change']:+.1%}); {self.events['delivered_per_second']:,.0f} deliveries/s; "
+            f"feed {feed['events_per_second']:,.0f} events/s")
+
+    def read_feed(self, service):
+        """One reader from cursor 0, a thousand events a page on one kept-alive
+        connection, for up to `seconds` or until caught up."""
+        key = self.wallet_command(service, ["keys", "create", "--name", f"bench-events-{self.run_tag}", "--scopes",
+                                            "events"], 60).stdout.strip().splitlines()[-1].strip()
+        connection = http.client.HTTPConnection("127.0.0.1", service.port, timeout=30)
+        after, events, pages = 0, 0, 0
+        started = time.monotonic()
+        try:
+            while time.monotonic() - started < self.seconds:
+                connection.request("GET", f"/v1/events?after={after}&limit=1000",
+                                   headers={"Authorization": f"Bearer {key}"})
+                answer = connection.getresponse()
+                body = answer.read()
+                if answer.status != 200:
+                    raise BenchError(f"GET /v1/events: {answer.status} {body[:300]!r}")
+                page = json.loads(body)
+                pages += 1
+                events += len(page["events"])
+                if not page["events"]:
+                    break
+                after = page["next_after"]
+        finally:
+            connection.close()
+        seconds = time.monotonic() - started
+        return {"events": events, "pages": pages, "seconds": seconds,
+                "events_per_second": events / seconds if seconds > 0 else 0.0}
+
     def measure_slow_clients(self, stalled_count=50):
         """Opens connections that each send half a request and stall, then
         times one normal read beside them (the service must not wait on them)."""
@@ -841,6 +968,8 @@ class Bench:
             self.make_keys_and_seed(service)
         self.seed_reference()
         self.measure()
+        if self.measure_events_too:
+            self.measure_events()
         self.measure_slow_clients()
         self.read_peak_rss()
         for service in self.services:
@@ -951,6 +1080,24 @@ def report(bench):
         if service.status != 0:
             lines.append(f"{service.label} exited {service.status} on SIGTERM; see its log in bench/results/last-run/.")
     lines.append("")
+    if bench.events is not None:
+        events = bench.events
+        none, webhook = events["none"], events["webhook"]
+        lines.append(f"Events: spread debits without a webhook and with one endpoint (a loopback receiver answering "
+                     f"204), {bench.rounds} ABBA round(s):")
+        lines.append("")
+        lines.append("| | ops/s | p50 ms | p99 ms | wallet / PostgreSQL cores |")
+        lines.append("|---|---:|---:|---:|---:|")
+        for label, m in (("no webhook", none), ("one endpoint", webhook)):
+            lines.append(f"| {label} | {number(m.ops)} | {milliseconds(m.p50_ms)} | {milliseconds(m.p99_ms)} | "
+                         f"{m.cpu.wallet:.2f} / {m.cpu.postgres:.2f} |")
+        lines.append("")
+        feed = events["feed"]
+        lines.append(f"With the endpoint: {events['change']:+.1%}, and {number(events['delivered_per_second'])} "
+                     f"deliveries/s received during the runs. The feed, one reader from cursor 0: "
+                     f"{number(feed['events'])} events in {feed['seconds']:.2f} s ({feed['pages']} pages), "
+                     f"{number(feed['events_per_second'])} events/s.")
+        lines.append("")
     if bench.slow_client_ms is not None:
         lines.append(f"A normal read beside 50 clients that each sent half a request and stalled: "
                      f"answered in {bench.slow_client_ms:.1f} ms.")
@@ -998,6 +1145,13 @@ def targets(bench):
         worst = min(changes, key=lambda r: r.change)
         rows.append(("no scenario loses more than 5% against the previous release",
                      f"worst {worst.change:+.1%} ({worst.scenario.name})", "yes" if worst.change >= -0.05 else "no"))
+    if bench.events is not None and bench.events["change"] is not None:
+        change = bench.events["change"]
+        rows.append(("spread debits lose ≤ 15% with a webhook endpoint", f"{change:+.1%}",
+                     "yes" if change >= -0.15 else "no"))
+        rate = bench.events["feed"]["events_per_second"]
+        rows.append(("the feed serves ≥ 20,000 events/s to one reader", f"{number(rate)}/s",
+                     "yes" if rate >= 20_000 else "no"))
     reads = by_name.get("read-spread")
     if reads is not None:
         rows.append(("balance reads ≥ 25k/s", f"{number(reads.service.ops)}/s",

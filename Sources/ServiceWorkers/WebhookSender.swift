@@ -45,6 +45,9 @@ package final class WebhookSender: Sendable {
     package static let userAgent = "wallet-webhooks/1"
     /// Events given to an endpoint in one dispatch.
     static let dispatchEventsMax = 2_000
+    /// How long a lease outlasts the attempt's time limit: time to record
+    /// the answer. A sender that dies leaves its delivery for this long.
+    static let leaseMarginSeconds = 10
     /// How often the endpoints' backlog is read for /metrics.
     static let backlogSeconds = 5.0
 
@@ -106,7 +109,7 @@ package final class WebhookSender: Sendable {
             // The lease outlasts the attempt: no other sender takes the row
             // while this one may still be sending it.
             deliveries = try ledger.claimWebhookDeliveries(now: clock.date, limit: idle,
-                                                           leaseSeconds: settings.timeoutSeconds + 30)
+                                                           leaseSeconds: settings.timeoutSeconds + Self.leaseMarginSeconds)
         } catch {
             logger.warning("webhook deliveries could not be leased", ["error": String(reflecting: error)])
             return 0

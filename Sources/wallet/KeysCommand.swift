@@ -20,13 +20,7 @@ enum KeysCommand {
         """
 
     static func run(_ arguments: [String], environment: [String: String]) throws -> Int32 {
-        guard let action = arguments.first, !action.hasPrefix("-") else {
-            if arguments.contains("--help") || arguments.contains("-h") {
-                print(help)
-                return 0
-            }
-            throw UsageError(message: help)
-        }
+        guard let action = try WalletCommand.action(arguments, help: help) else { return 0 }
         guard let invocation = try WalletCommand.invocation(
             Array(arguments.dropFirst()), environment: environment, values: ["name", "scopes", "database-url", "data-dir"],
             positionals: action == "revoke" ? 1 : 0, help: help) else { return 0 }

@@ -75,6 +75,20 @@ enum WalletCommand {
         let logger: Logger
     }
 
+    /// The action word of a command with actions (`keys create`, `webhooks
+    /// add`); nil when the line asked for help, which is printed. Without an
+    /// action the usage is the error.
+    static func action(_ arguments: [String], help: String) throws -> String? {
+        guard let action = arguments.first, !action.hasPrefix("-") else {
+            if arguments.contains("--help") || arguments.contains("-h") {
+                print(help)
+                return nil
+            }
+            throw UsageError(message: help)
+        }
+        return action
+    }
+
     /// Parses a command's options and reads the configuration they and the
     /// environment give; nil when the line asked for help, which is printed.
     static func invocation(_ arguments: [String], environment: [String: String], values: Set<String>,

@@ -26,13 +26,7 @@ enum WebhooksCommand {
         """
 
     static func run(_ arguments: [String], environment: [String: String]) throws -> Int32 {
-        guard let action = arguments.first, !action.hasPrefix("-") else {
-            if arguments.contains("--help") || arguments.contains("-h") {
-                print(help)
-                return 0
-            }
-            throw UsageError(message: help)
-        }
+        guard let action = try WalletCommand.action(arguments, help: help) else { return 0 }
         guard let invocation = try WalletCommand.invocation(
             Array(arguments.dropFirst()), environment: environment,
             values: ["url", "events", "secret-file", "operator", "database-url", "data-dir"],

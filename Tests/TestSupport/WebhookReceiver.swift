@@ -38,6 +38,7 @@ public final class WebhookReceiver: Sendable {
     private let server: FakeVerifyReceiptServer
     private let mode: Locked<Mode>
     private let received: Locked<[Delivery]>
+    private let arrived: Locked<Int>
 
     public var url: String { "http://127.0.0.1:\(server.port)/hooks/wallet" }
 
@@ -45,10 +46,13 @@ public final class WebhookReceiver: Sendable {
         self.secret = secret
         let mode = Locked(Mode.accept)
         let received = Locked<[Delivery]>([])
+        let arrived = Locked(0)
         self.mode = mode
         self.received = received
+        self.arrived = arrived
         server = try FakeVerifyReceiptServer(reply: .decided { request in
-            Self.answer(request, secret: secret, mode: mode.withLock { $0 }, received: received)
+            arrived.withLock { $0 += 1 }
+            return Self.answer(request, secret: secret, mode: mode.withLock { $0 }, received: received)
         }, lifetimeSeconds: lifetimeSeconds)
     }
 
@@ -56,9 +60,24 @@ public final class WebhookReceiver: Sendable {
         mode.withLock { $0 = newMode }
     }
 
-    /// Every delivery so far, in arrival order.
+    /// Requests that have arrived, answered or not yet.
+    public var arrivals: Int {
+        arrived.withLock { $0 }
+    }
+
+    /// Every delivery so far, in the order they were answered.
     public var deliveries: [Delivery] {
         received.withLock { $0 }
+    }
+
+    /// Each event's first 2xx, by player, in the order they were answered.
+    public var firstAcceptances: [String: [Int64]] {
+        var seen = Set<Int64>()
+        var byPlayer: [String: [Int64]] = [:]
+        for delivery in deliveries where delivery.accepted && seen.insert(delivery.eventID).inserted {
+            byPlayer[delivery.userID, default: []].append(delivery.eventID)
+        }
+        return byPlayer
     }
 
     public func stop() {

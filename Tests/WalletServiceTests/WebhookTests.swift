@@ -42,26 +42,6 @@ struct WebhookTests {
         return byPlayer
     }
 
-    /// What the receiver accepted, first acceptance of each event, by player.
-    static func accepted(_ receiver: WebhookReceiver) -> [String: [Int64]] {
-        var seen = Set<Int64>()
-        var byPlayer: [String: [Int64]] = [:]
-        for delivery in receiver.deliveries where delivery.accepted && seen.insert(delivery.eventID).inserted {
-            byPlayer[delivery.userID, default: []].append(delivery.eventID)
-        }
-        return byPlayer
-    }
-
-    /// Waits, at most `seconds`, for `done`.
-    static func eventually(_ seconds: Double = 30, _ done: () throws -> Bool) rethrows -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if try done() { return true }
-            Thread.sleep(forTimeInterval: 0.05)
-        }
-        return try done()
-    }
-
     @Test func everyEventArrivesSignedOnceAcceptedAndInOrderPerPlayer() throws {
         let receiver = try WebhookReceiver(secret: Self.secret, lifetimeSeconds: 120)
         defer { receiver.stop() }
@@ -75,7 +55,7 @@ struct WebhookTests {
         }
         let committed = try Self.committed(service)
         #expect(committed.values.map(\.count).reduce(0, +) == 15)
-        #expect(Self.eventually { Self.accepted(receiver) == committed })
+        #expect(waitUntil(30) { receiver.firstAcceptances == committed })
         let deliveries = receiver.deliveries
         #expect(deliveries.allSatisfy { $0.signatureHolds && $0.headerEventID == String($0.eventID) })
         #expect(deliveries.allSatisfy { $0.userAgent?.hasPrefix("wallet-webhooks/") == true })
@@ -96,13 +76,13 @@ struct WebhookTests {
         let committed = try Self.committed(service)
         // The other player's events arrive; the stuck player's first is
         // tried again and again, and its second is never sent before it.
-        #expect(Self.eventually { Self.accepted(receiver)["free"] == committed["free"] })
-        #expect(Self.eventually { receiver.deliveries.filter { $0.userID == "stuck" }.count >= 3 })
+        #expect(waitUntil(30) { receiver.firstAcceptances["free"] == committed["free"] })
+        #expect(waitUntil(30) { receiver.deliveries.filter { $0.userID == "stuck" }.count >= 3 })
         guard let stuckFirst = committed["stuck"]?.first else { Issue.record("no events for stuck"); return }
         #expect(receiver.deliveries.filter { $0.userID == "stuck" }.allSatisfy { $0.eventID == stuckFirst })
         // It recovers: both arrive, in order.
         receiver.set(.accept)
-        #expect(Self.eventually { Self.accepted(receiver)["stuck"] == committed["stuck"] })
+        #expect(waitUntil(30) { receiver.firstAcceptances["stuck"] == committed["stuck"] })
         let metrics = try service.request("GET", "/metrics").text
         #expect(metrics.contains("wallet_webhook_deliveries_total{outcome=\"retried\"}"))
         #expect(!metrics.contains("wallet_webhook_deliveries_total{outcome=\"retried\"} 0\n"))
@@ -124,7 +104,7 @@ struct WebhookTests {
         #expect(try connection.query("SELECT wallet.set_webhook_enabled(\(id), TRUE, 'tests')")[0].decode(Bool.self, at: 0))
         let wanted = try Self.committed(service, types: ["credit.refunded", "balance.negative"])
         #expect(wanted["r1"]?.count == 2)
-        #expect(Self.eventually { Self.accepted(receiver) == wanted })
+        #expect(waitUntil(30) { receiver.firstAcceptances == wanted })
         #expect(receiver.deliveries.map(\.type) == ["credit.refunded", "balance.negative"])
         let audit = try connection.query("SELECT action FROM wallet.admin_audit WHERE action LIKE 'webhook%' ORDER BY id")
             .map { $0[0] ?? "" }
@@ -150,16 +130,20 @@ struct WebhookTests {
             SELECT wallet.add_webhook(\(receiver.url), '{*}', \(ByteA(Self.secret)), 'tests')
             """)[0].decode(Int64.self, at: 0)
         #expect(try service.credit(userID: "d1", flowNo: "2000000401").status == 201)
-        #expect(Self.eventually { !receiver.deliveries.isEmpty })
+        // The first failure is recorded: the endpoint is failing from then on.
+        #expect(try waitUntil(30) {
+            try connection.query("SELECT failing_since IS NOT NULL FROM wallet.webhook_endpoints WHERE id = \(id)")[0]
+                .decode(Bool.self, at: 0)
+        })
         clock.advance(by: .seconds(3_700))
-        #expect(try Self.eventually {
+        #expect(try waitUntil(30) {
             try connection.query("SELECT enabled FROM wallet.webhook_endpoints WHERE id = \(id)")[0]
                 .decode(Bool.self, at: 0) == false
         })
         #expect(try connection.query("SELECT status FROM wallet.webhook_deliveries")[0].decode(String.self, at: 0) == "failed")
         let reason = try connection.query("SELECT disabled_reason FROM wallet.webhook_endpoints")[0].decode(String.self, at: 0)
         #expect(reason == "every delivery failed for 1 hours")
-        #expect(try Self.eventually(15) {
+        #expect(try waitUntil(15) {
             try service.request("GET", "/metrics").text.contains("wallet_webhook_endpoint_enabled{endpoint=\"\(id)\"} 0")
         })
     }
