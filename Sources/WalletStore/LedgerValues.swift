@@ -92,6 +92,9 @@ public enum AuditAction: String, Sendable, CaseIterable, PostgresDecodable, Post
     case refund, grant, revoke, product
     case releaseHold = "release_hold"
     case revokeKey = "revoke_key"
+    case webhookAdd = "webhook_add"
+    case webhookDisable = "webhook_disable"
+    case webhookEnable = "webhook_enable"
 }
 
 /// The type of Apple's decisive refund notification for a flowNO:

@@ -99,6 +99,8 @@ struct TypedValuesTests {
         #expect(try allowed("wallet.googleplay_voids", "refund_type") == raw(GooglePlayRefundType.self))
         #expect(try allowed("wallet.googleplay_notifications", "kind") == raw(GooglePlayNotificationKind.self))
         #expect(try allowed("wallet.admin_audit", "action") == raw(AuditAction.self))
+        #expect(try allowed("wallet.events", "type") == raw(EventType.self))
+        #expect(try allowed("wallet.webhook_deliveries", "status") == raw(WebhookDeliveryStatus.self))
         #expect(try allowed("wallet.appstore_refund_states", "notification_type") == raw(AppleRefundNotification.self))
         // A hold request's kind is not a column; `wallet.hold_many` takes these.
         #expect(raw(HoldAction.self) == ["place", "capture", "release"])
