@@ -1,23 +1,27 @@
 -- Webhooks, re-applied by the migrator whenever this file changes (the
--- tables are in 0020_webhooks.sql).
+-- tables are in 0020_webhooks.sql, batches since 0021_webhook_batches.sql).
 --
 -- How an event reaches an endpoint:
--- 1. wallet.dispatch_webhook_events gives each enabled endpoint a delivery
---    row per new event of its types, up to the feed's visibility bound
---    (wallet.events_visible_through), so no event is skipped for one that
---    commits later; the endpoint's row lock makes each event dispatched
---    once however many instances run.
--- 2. wallet.claim_webhook_deliveries leases what is due: the first pending
---    delivery of each player for each endpoint (so a player's events go
---    out in order), skipping rows another sender holds.
--- 3. The sender POSTs, and wallet.record_webhook_attempt records it:
---    delivered on a 2xx; else tried again after a pause doubling from the
+-- 1. wallet.lease_webhook_batch leases an endpoint (one instance at a time)
+--    and reads the next events of its types after its mark, up to the
+--    feed's visibility bound (wallet.events_visible_through), so no event
+--    is skipped for one that commits later; each says whether its player
+--    is waiting on an earlier, failed event.
+-- 2. The sender POSTs each player's events in order and stops at a
+--    player's first failure; wallet.finish_webhook_batch moves the mark
+--    past the batch and writes a row only for an event that failed and for
+--    the player's later events, queued behind it (and for every event of a
+--    player who was already waiting).
+-- 3. wallet.claim_webhook_deliveries leases what is due among those rows:
+--    the first pending row of each player for each endpoint, skipping rows
+--    another sender holds; wallet.record_webhook_attempt records each try:
+--    delivered on a 2xx, else tried again after a pause doubling from the
 --    first retry to an hour, until the retry period since the event is over
 --    (failed; that player's next event goes out). An endpoint that has
 --    failed every attempt for the retry period is disabled.
--- A lease outlives the attempt; a sender that dies mid-delivery leaves the
--- row to be taken again when its lease ends, so an event may arrive twice,
--- with the same Wallet-Event-Id, and never not at all.
+-- A lease outlives the attempts; a sender that dies mid-delivery leaves
+-- its batch or row to be sent again when its lease ends, so an event may
+-- arrive twice, with the same Wallet-Event-Id, and never not at all.
 
 -- Adds an endpoint receiving `p_types` (or {*}) from the next event on,
 -- audited; returns its id.
@@ -65,37 +69,96 @@ BEGIN
 END;
 $$;
 
--- Gives each enabled endpoint its deliveries for the events after its mark,
--- at most `p_events` events an endpoint a call; returns how many deliveries
--- it made. An endpoint another transaction is dispatching is skipped.
-CREATE OR REPLACE FUNCTION wallet.dispatch_webhook_events(p_events INTEGER)
-RETURNS INTEGER
+-- Leases the first enabled endpoint with events after its mark that no
+-- other instance holds, until `p_now` + `p_lease_seconds`, and returns its
+-- next batch: at most `p_limit` events of its types after the mark (and at
+-- most 50,000 ids past it), each with whether its player has a pending row
+-- for the endpoint, and `through`, the mark once the batch is done. An
+-- endpoint with no event of its types in that stretch has its mark moved
+-- at once, and returns nothing.
+CREATE OR REPLACE FUNCTION wallet.lease_webhook_batch(p_now TIMESTAMPTZ, p_lease_seconds INTEGER, p_limit INTEGER)
+RETURNS TABLE (endpoint_id BIGINT, url TEXT, secret BYTEA, through BIGINT, event_id BIGINT, type TEXT, user_id TEXT,
+               currency TEXT, amount BIGINT, balance_after BIGINT, held BIGINT, available BIGINT, entry_id BIGINT,
+               hold_id BIGINT, flow_no TEXT, created_at TIMESTAMPTZ, data TEXT, blocked BOOLEAN)
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_visible BIGINT := wallet.events_visible_through();
+    v_visible  BIGINT := wallet.events_visible_through();
     v_endpoint wallet.webhook_endpoints;
-    v_through BIGINT;
-    v_made    INTEGER;
-    v_total   INTEGER := 0;
+    v_upto     BIGINT;
+    v_through  BIGINT;
 BEGIN
-    FOR v_endpoint IN SELECT * FROM wallet.webhook_endpoints e
-                      WHERE e.enabled AND e.dispatched_through < v_visible
-                      ORDER BY e.id FOR UPDATE SKIP LOCKED LOOP
-        -- The events this call covers: up to the bound, at most p_events.
-        SELECT CASE WHEN count(*) = p_events THEN max(x.id) ELSE v_visible END INTO v_through
-        FROM (SELECT v.id FROM wallet.events v
-              WHERE v.id > v_endpoint.dispatched_through AND v.id <= v_visible
-              ORDER BY v.id LIMIT p_events) x;
-        INSERT INTO wallet.webhook_deliveries (endpoint_id, event_id, user_id, event_created_at, next_attempt_at)
-        SELECT v_endpoint.id, v.id, v.user_id, v.created_at, now()
-        FROM wallet.events v
-        WHERE v.id > v_endpoint.dispatched_through AND v.id <= v_through
-          AND (v_endpoint.event_types = '{*}' OR v.type = ANY (v_endpoint.event_types));
-        GET DIAGNOSTICS v_made = ROW_COUNT;
-        v_total := v_total + v_made;
-        UPDATE wallet.webhook_endpoints e SET dispatched_through = v_through WHERE e.id = v_endpoint.id;
-    END LOOP;
-    RETURN v_total;
+    SELECT * INTO v_endpoint FROM wallet.webhook_endpoints e
+    WHERE e.enabled AND e.dispatched_through < v_visible AND (e.leased_until IS NULL OR e.leased_until <= p_now)
+    ORDER BY e.id LIMIT 1
+    FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    v_upto := least(v_visible, v_endpoint.dispatched_through + 50000);
+    SELECT CASE WHEN count(*) = p_limit THEN max(b.id) ELSE v_upto END INTO v_through
+    FROM (SELECT v.id FROM wallet.events v
+          WHERE v.id > v_endpoint.dispatched_through AND v.id <= v_upto
+            AND (v_endpoint.event_types = '{*}' OR v.type = ANY (v_endpoint.event_types))
+          ORDER BY v.id LIMIT p_limit) b;
+    UPDATE wallet.webhook_endpoints e SET leased_until = p_now + make_interval(secs => p_lease_seconds)
+    WHERE e.id = v_endpoint.id;
+    RETURN QUERY
+    SELECT v_endpoint.id, v_endpoint.url, v_endpoint.secret, v_through, v.id, v.type::TEXT, v.user_id::TEXT,
+           v.currency::TEXT, v.amount, v.balance_after, v.held, v.available, v.entry_id, v.hold_id, v.flow_no::TEXT,
+           v.created_at, v.data::TEXT,
+           EXISTS (SELECT 1 FROM wallet.webhook_deliveries d
+                   WHERE d.endpoint_id = v_endpoint.id AND d.user_id = v.user_id AND d.status = 'pending')
+    FROM wallet.events v
+    WHERE v.id > v_endpoint.dispatched_through AND v.id <= v_through
+      AND (v_endpoint.event_types = '{*}' OR v.type = ANY (v_endpoint.event_types))
+    ORDER BY v.id;
+    IF NOT FOUND THEN
+        UPDATE wallet.webhook_endpoints e SET dispatched_through = v_through, leased_until = NULL
+        WHERE e.id = v_endpoint.id;
+    END IF;
+END;
+$$;
+
+-- Ends a batch of `p_endpoint_id` at `p_now`: a row for each event that
+-- failed (`p_failed_ids`, with its answer's status or NULL and what went
+-- wrong), tried again after `p_first_retry_seconds`; a row for each event
+-- queued behind one (`p_queued_ids`), due as soon as it is first in line;
+-- the mark moved to `p_through`; the lease given back. A batch that
+-- delivered something ends the endpoint's failing; one that only failed
+-- starts it, and an endpoint failing for `p_retry_hours` is disabled. A
+-- batch whose lease ran out and was sent again adds no second row.
+CREATE OR REPLACE FUNCTION wallet.finish_webhook_batch(
+    p_endpoint_id BIGINT, p_through BIGINT, p_now TIMESTAMPTZ, p_failed_ids BIGINT[], p_failed_statuses INTEGER[],
+    p_failed_errors TEXT[], p_queued_ids BIGINT[], p_delivered INTEGER, p_retry_hours INTEGER,
+    p_first_retry_seconds INTEGER)
+RETURNS VOID
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_failing TIMESTAMPTZ;
+BEGIN
+    INSERT INTO wallet.webhook_deliveries (endpoint_id, event_id, user_id, event_created_at, next_attempt_at, attempts,
+                                           last_attempt_at, last_status, last_error)
+    SELECT p_endpoint_id, v.id, v.user_id, v.created_at, p_now + make_interval(secs => p_first_retry_seconds), 1, p_now,
+           f.status, f.error
+    FROM unnest(p_failed_ids, p_failed_statuses, p_failed_errors) f (id, status, error)
+    JOIN wallet.events v ON v.id = f.id
+    ON CONFLICT DO NOTHING;
+    INSERT INTO wallet.webhook_deliveries (endpoint_id, event_id, user_id, event_created_at, next_attempt_at)
+    SELECT p_endpoint_id, v.id, v.user_id, v.created_at, p_now
+    FROM wallet.events v WHERE v.id = ANY (p_queued_ids)
+    ON CONFLICT DO NOTHING;
+    UPDATE wallet.webhook_endpoints e
+    SET dispatched_through = greatest(e.dispatched_through, p_through), leased_until = NULL,
+        last_success_at = CASE WHEN p_delivered > 0 THEN p_now ELSE e.last_success_at END,
+        failing_since = CASE WHEN p_delivered > 0 THEN NULL
+                             WHEN cardinality(p_failed_ids) > 0 THEN coalesce(e.failing_since, p_now)
+                             ELSE e.failing_since END
+    WHERE e.id = p_endpoint_id
+    RETURNING e.failing_since INTO v_failing;
+    IF v_failing <= p_now - make_interval(hours => p_retry_hours) THEN
+        PERFORM wallet.set_webhook_enabled(p_endpoint_id, FALSE, 'wallet',
+                                           format('every delivery failed for %s hours', p_retry_hours));
+    END IF;
 END;
 $$;
 

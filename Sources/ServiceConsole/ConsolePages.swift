@@ -256,8 +256,8 @@ enum ConsolePages {
                                                        : " data-endpoint=\"\(endpoint.id)\"")
                     }))
             <section>
-            <h2>Recent deliveries</h2>
-            \(table(id: "deliveries", caption: "The \(ConsoleStore.relatedMax) deliveries tried most recently",
+            <h2>Retries</h2>
+            \(table(id: "deliveries", caption: "The \(ConsoleStore.relatedMax) deliveries tried most recently after a failure (an event taken at the first try leaves no row)",
                     columns: ["Endpoint", "Event", "Player", "Status", "Attempts", "Last attempt", "Last answer"],
                     rows: page.recent.map { delivery in
                         row([cell(String(delivery.endpointID)), cell(String(delivery.eventID)),

@@ -12,11 +12,13 @@ import WalletCore
 package import WalletStore
 
 /// Delivers events to the webhook endpoints, off every request path and on
-/// connections of its own: one thread gives the endpoints their deliveries
-/// and leases what is due (each player's first pending delivery per
-/// endpoint, so a player's events arrive in order), and `threads` threads
-/// POST them, each attempt recorded. A slow or dead endpoint holds only
-/// these threads, for at most the timeout each.
+/// connections of its own. One thread leases an endpoint's next batch of
+/// events, read straight from the event log, and `threads` threads POST
+/// them, each player's in order, stopping at a player's first failure;
+/// the batch then leaves a row only for an event that failed and for what
+/// waits behind it. The same thread then leases the rows that are due (each
+/// player's first, per endpoint) and tries them again. A slow or dead
+/// endpoint holds only these threads, for at most the timeout each.
 ///
 /// Each delivery is one event as JSON (the feed's shape), with
 /// `Wallet-Event-Id`, `Wallet-Signature: t=<unix seconds>,v1=<hex
@@ -43,8 +45,8 @@ package final class WebhookSender: Sendable {
     package static let pollSeconds = 0.25
     package static let answerBytesMax = 64 * 1024
     package static let userAgent = "wallet-webhooks/1"
-    /// Events given to an endpoint in one dispatch.
-    static let dispatchEventsMax = 2_000
+    /// Events in one batch.
+    static let batchMax = 100
     /// How long a lease outlasts the attempt's time limit: time to record
     /// the answer. A sender that dies leaves its delivery for this long.
     static let leaseMarginSeconds = 10
@@ -58,8 +60,6 @@ package final class WebhookSender: Sendable {
     private let clock: any WorkClock
     private let logger: Logger
     private let senders: BlockingWork
-    /// Deliveries handed to the senders and not yet recorded.
-    private let inFlight = Monitor(0)
     private let state = Monitor(RunState())
 
     package init(ledger: Ledger, settings: Settings, readiness: Readiness, metrics: Metrics, clock: any WorkClock,
@@ -70,7 +70,7 @@ package final class WebhookSender: Sendable {
         self.metrics = metrics
         self.clock = clock
         self.logger = logger
-        senders = BlockingWork(threads: settings.threads, queueDepthMax: settings.threads, name: "wallet-webhooks")
+        senders = BlockingWork(threads: settings.threads, queueDepthMax: Self.batchMax, name: "wallet-webhooks")
     }
 
     package func start() {
@@ -85,7 +85,8 @@ package final class WebhookSender: Sendable {
                     backlogReadAt = clock.now
                     if let endpoints = try? ledger.webhookEndpoints(now: clock.date) { metrics.setWebhookBacklog(endpoints) }
                 }
-                if leaseAndSend() == 0 { state.pause(seconds: Self.pollSeconds, on: clock) }
+                let sent = sendBatch() + sendRetries()
+                if sent == 0 { state.pause(seconds: Self.pollSeconds, on: clock) }
             }
         }
     }
@@ -98,35 +99,115 @@ package final class WebhookSender: Sendable {
         senders.stop(timeoutSeconds: Double(settings.timeoutSeconds) + 1)
     }
 
-    /// Dispatches new events, leases as many due deliveries as there are
-    /// idle senders, and hands them over; returns how many.
-    private func leaseAndSend() -> Int {
-        let idle = settings.threads - inFlight.withLock { $0 }
-        guard idle > 0 else { return 0 }
-        let deliveries: [WebhookDelivery]
+    /// A batch's lease outlasts its longest run: each sender thread trying
+    /// its share of the batch's players, one time-out each, then recording.
+    private var batchLeaseSeconds: Int {
+        settings.timeoutSeconds * (Self.batchMax / settings.threads + 1) + Self.leaseMarginSeconds
+    }
+
+    /// Leases an endpoint's next batch and sends it: each player's events
+    /// in order on one sender thread, a player's first failure ending its
+    /// run (the rest queued behind it), a player already waiting queued
+    /// whole. Returns how many events the batch held.
+    private func sendBatch() -> Int {
+        let batch: WebhookBatch
         do {
-            _ = try ledger.dispatchWebhookEvents(eventsMax: Self.dispatchEventsMax)
-            // The lease outlasts the attempt: no other sender takes the row
-            // while this one may still be sending it.
-            deliveries = try ledger.claimWebhookDeliveries(now: clock.date, limit: idle,
-                                                           leaseSeconds: settings.timeoutSeconds + Self.leaseMarginSeconds)
+            guard let leased = try ledger.leaseWebhookBatch(now: clock.date, leaseSeconds: batchLeaseSeconds,
+                                                            limit: Self.batchMax) else { return 0 }
+            batch = leased
         } catch {
-            logger.warning("webhook deliveries could not be leased", ["error": String(reflecting: error)])
+            logger.warning("a webhook batch could not be leased", ["error": String(reflecting: error)])
             return 0
         }
-        for delivery in deliveries {
-            inFlight.withLock { $0 += 1 }
+        let outcome = Locked(WebhookBatchOutcome())
+        var players: [String] = []
+        var byPlayer: [String: [WalletEvent]] = [:]
+        for (event, blocked) in batch.events {
+            if blocked {
+                outcome.withLock { $0.queued.append(event.id) }
+            } else {
+                if byPlayer[event.userID] == nil { players.append(event.userID) }
+                byPlayer[event.userID, default: []].append(event)
+            }
+        }
+        let running = Monitor(players.count)
+        for player in players {
+            let events = byPlayer[player] ?? []
             let queued = senders.submit { [self] in
-                defer { inFlight.withLock { $0 -= 1 } }
+                defer { running.withLock { $0 -= 1 }; running.broadcast() }
+                sendInOrder(events, of: batch, into: outcome)
+            }
+            if !queued {
+                outcome.withLock { $0.queued += events.map(\.id) }
+                running.withLock { $0 -= 1 }
+            }
+        }
+        // Bounded by the lease: past it another instance may send the batch again.
+        let finished = running.wait(until: .now + .seconds(batchLeaseSeconds - Self.leaseMarginSeconds)) { $0 == 0 }
+        guard finished else {
+            logger.warning("a webhook batch outlasted its lease", ["webhook.endpoint": String(batch.endpointID)])
+            return batch.events.count
+        }
+        let result = outcome.withLock { $0 }
+        do {
+            try ledger.finishWebhookBatch(batch, result, now: clock.date, retry: settings.retry)
+            for _ in 0..<result.delivered { metrics.countWebhookAttempt(.delivered) }
+            for _ in result.failed { metrics.countWebhookAttempt(.pending) }
+        } catch {
+            logger.warning("a webhook batch could not be recorded; it is sent again once its lease ends",
+                           ["webhook.endpoint": String(batch.endpointID), "error": String(reflecting: error)])
+        }
+        return batch.events.count
+    }
+
+    /// One player's events of a batch, in order, until one fails.
+    private func sendInOrder(_ events: [WalletEvent], of batch: WebhookBatch, into outcome: Locked<WebhookBatchOutcome>) {
+        for (index, event) in events.enumerated() {
+            let attempt = self.attempt(event, url: batch.url, secret: batch.secret)
+            if attempt.delivered {
+                outcome.withLock { $0.delivered += 1 }
+                continue
+            }
+            outcome.withLock {
+                $0.failed.append((event.id, attempt.status, attempt.error ?? "not delivered"))
+                $0.queued += events[(index + 1)...].map(\.id)
+            }
+            return
+        }
+    }
+
+    /// Leases as many due retries as there are sender threads, tries them
+    /// and records each; returns how many.
+    private func sendRetries() -> Int {
+        let deliveries: [WebhookDelivery]
+        do {
+            deliveries = try ledger.claimWebhookDeliveries(now: clock.date, limit: settings.threads,
+                                                           leaseSeconds: settings.timeoutSeconds + Self.leaseMarginSeconds)
+        } catch {
+            logger.warning("webhook retries could not be leased", ["error": String(reflecting: error)])
+            return 0
+        }
+        let running = Monitor(deliveries.count)
+        for delivery in deliveries {
+            let queued = senders.submit { [self] in
+                defer { running.withLock { $0 -= 1 }; running.broadcast() }
                 send(delivery)
             }
-            if !queued { inFlight.withLock { $0 -= 1 } }
+            if !queued { running.withLock { $0 -= 1 } }
         }
+        _ = running.wait(until: .now + .seconds(settings.timeoutSeconds + Self.leaseMarginSeconds)) { $0 == 0 }
         return deliveries.count
     }
 
     private func send(_ delivery: WebhookDelivery) {
-        let attempt = self.attempt(delivery)
+        let attempt: WebhookAttempt
+        if let event = delivery.event {
+            attempt = self.attempt(event, url: delivery.url, secret: delivery.secret)
+        } else {
+            attempt = WebhookAttempt(delivered: false, status: nil,
+                                     error: "the event was deleted after the retention period before it was delivered",
+                                     giveUp: true)
+        }
         do {
             let status = try ledger.recordWebhookAttempt(delivery, attempt, now: clock.date, retry: settings.retry)
             if let status { metrics.countWebhookAttempt(status) }
@@ -142,15 +223,9 @@ package final class WebhookSender: Sendable {
         }
     }
 
-    /// One POST of the delivery's event.
-    private func attempt(_ delivery: WebhookDelivery) -> WebhookAttempt {
-        guard let event = delivery.event else {
-            return WebhookAttempt(delivered: false, status: nil,
-                                  error: "the event was deleted after the retention period before it was delivered",
-                                  giveUp: true)
-        }
-        guard let url = URL(string: delivery.url), url.scheme == "https" || (settings.allowHTTP && url.scheme == "http")
-        else {
+    /// One POST of an event.
+    private func attempt(_ event: WalletEvent, url text: String, secret: [UInt8]) -> WebhookAttempt {
+        guard let url = URL(string: text), url.scheme == "https" || (settings.allowHTTP && url.scheme == "http") else {
             return WebhookAttempt(delivered: false, status: nil,
                                   error: "an http:// endpoint needs WALLET_WEBHOOKS_ALLOW_HTTP=true")
         }
@@ -160,7 +235,7 @@ package final class WebhookSender: Sendable {
         request.httpBody = Data(body)
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         request.setValue(String(event.id), forHTTPHeaderField: "Wallet-Event-Id")
-        request.setValue(Self.signature(secret: delivery.secret, body: body, at: clock.date),
+        request.setValue(Self.signature(secret: secret, body: body, at: clock.date),
                          forHTTPHeaderField: "Wallet-Signature")
         request.setValue(Self.userAgent, forHTTPHeaderField: "User-Agent")
         switch HTTPExchange.send(request, responseBytesMax: Self.answerBytesMax,

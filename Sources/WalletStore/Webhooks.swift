@@ -30,6 +30,28 @@ public struct WebhookDelivery: Sendable {
     public var event: WalletEvent?
 }
 
+/// An endpoint's next events, leased for sending: each with whether its
+/// player is waiting on an earlier, failed event (then it is queued, not
+/// sent), and the endpoint's mark once the batch is done.
+public struct WebhookBatch: Sendable {
+    public var endpointID: Int64
+    public var url: String
+    public var secret: [UInt8]
+    public var through: Int64
+    public var events: [(event: WalletEvent, blocked: Bool)]
+}
+
+/// How a batch went: the events that failed (with the answer's status, if
+/// any, and what went wrong), those queued behind a failure or a waiting
+/// player, and how many were delivered.
+public struct WebhookBatchOutcome: Sendable {
+    public var failed: [(eventID: Int64, status: Int?, error: String)] = []
+    public var queued: [Int64] = []
+    public var delivered = 0
+
+    public init() {}
+}
+
 /// What became of one attempt.
 public struct WebhookAttempt: Sendable {
     /// A 2xx answer.
@@ -93,8 +115,28 @@ enum WebhookStore {
         }
     }
 
-    static func dispatch(eventsMax: Int, on connection: Connection) throws -> Int {
-        try connection.prepared("SELECT wallet.dispatch_webhook_events(\(eventsMax))")[0].decode(Int.self, at: 0)
+    static func leaseBatch(now: Date, leaseSeconds: Int, limit: Int, on connection: Connection) throws -> WebhookBatch? {
+        let rows = try connection.prepared("""
+            SELECT endpoint_id, url, secret, through, event_id, type, user_id, currency, amount, balance_after, held,
+                   available, entry_id, hold_id, flow_no, created_at, data, blocked
+            FROM wallet.lease_webhook_batch(\(now), \(leaseSeconds), \(limit))
+            """)
+        guard let first = rows.first else { return nil }
+        return WebhookBatch(
+            endpointID: try first.decode(Int64.self, at: 0), url: try first.decode(String.self, at: 1),
+            secret: try first.decode(ByteA.self, at: 2).bytes, through: try first.decode(Int64.self, at: 3),
+            events: try rows.map { (try EventStore.event($0, at: 4), try $0.decode(Bool.self, at: 17)) })
+    }
+
+    static func finishBatch(_ batch: WebhookBatch, _ outcome: WebhookBatchOutcome, now: Date, retry: WebhookRetry,
+                            on connection: Connection) throws {
+        try connection.prepared("""
+            SELECT wallet.finish_webhook_batch(\(batch.endpointID), \(batch.through), \(now),
+                                               \(outcome.failed.map(\.eventID))::bigint[],
+                                               \(outcome.failed.map(\.status))::integer[],
+                                               \(outcome.failed.map(\.error))::text[], \(outcome.queued)::bigint[],
+                                               \(outcome.delivered), \(retry.hours), \(retry.firstSeconds))
+            """)
     }
 
     static func claim(now: Date, limit: Int, leaseSeconds: Int, on connection: Connection) throws -> [WebhookDelivery] {
@@ -155,11 +197,19 @@ extension Administration {
 }
 
 extension Ledger {
-    /// Gives the enabled endpoints their deliveries for new events; returns
-    /// how many it made.
-    public func dispatchWebhookEvents(eventsMax: Int) throws -> Int {
+    /// Leases an endpoint's next batch until `now` + `leaseSeconds`; nil
+    /// when no endpoint has events to send.
+    public func leaseWebhookBatch(now: Date, leaseSeconds: Int, limit: Int) throws -> WebhookBatch? {
         try writeBounded(.statement, pool: webhookPool, metrics: metrics, deadline: .now + .seconds(10)) {
-            try WebhookStore.dispatch(eventsMax: eventsMax, on: $0)
+            try WebhookStore.leaseBatch(now: now, leaseSeconds: leaseSeconds, limit: limit, on: $0)
+        }
+    }
+
+    /// Ends a batch: rows for what failed or waits, the mark moved on.
+    public func finishWebhookBatch(_ batch: WebhookBatch, _ outcome: WebhookBatchOutcome, now: Date,
+                                   retry: WebhookRetry) throws {
+        try writeBounded(.statement, pool: webhookPool, metrics: metrics, deadline: .now + .seconds(10)) {
+            try WebhookStore.finishBatch(batch, outcome, now: now, retry: retry, on: $0)
         }
     }
 
