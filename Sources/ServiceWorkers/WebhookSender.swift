@@ -60,6 +60,9 @@ package final class WebhookSender: Sendable {
     private let clock: any WorkClock
     private let logger: Logger
     private let senders: BlockingWork
+    /// One kept session per sender thread, taken for a request and given
+    /// back: connections to an endpoint stay open between deliveries.
+    private let clients: Locked<[SequentialHTTPClient]>
     private let state = Monitor(RunState())
 
     package init(ledger: Ledger, settings: Settings, readiness: Readiness, metrics: Metrics, clock: any WorkClock,
@@ -71,6 +74,10 @@ package final class WebhookSender: Sendable {
         self.clock = clock
         self.logger = logger
         senders = BlockingWork(threads: settings.threads, queueDepthMax: Self.batchMax, name: "wallet-webhooks")
+        clients = Locked((0..<settings.threads).map { _ in
+            SequentialHTTPClient(responseBytesMax: Self.answerBytesMax, truncating: true,
+                                 timeoutSeconds: Double(settings.timeoutSeconds))
+        })
     }
 
     package func start() {
@@ -238,8 +245,12 @@ package final class WebhookSender: Sendable {
         request.setValue(Self.signature(secret: secret, body: body, at: clock.date),
                          forHTTPHeaderField: "Wallet-Signature")
         request.setValue(Self.userAgent, forHTTPHeaderField: "User-Agent")
-        switch HTTPExchange.send(request, responseBytesMax: Self.answerBytesMax,
-                                 deadline: .now + .seconds(settings.timeoutSeconds), truncating: true) {
+        // As many clients as sender threads, each thread holding one at most.
+        let client = clients.withLock { $0.popLast() }
+            ?? SequentialHTTPClient(responseBytesMax: Self.answerBytesMax, truncating: true,
+                                    timeoutSeconds: Double(settings.timeoutSeconds))
+        defer { clients.withLock { $0.append(client) } }
+        switch client.send(request, deadline: .now + .seconds(settings.timeoutSeconds)) {
         case .response(let status, _, _):
             let delivered = (200..<300).contains(status)
             return WebhookAttempt(delivered: delivered, status: status, error: delivered ? nil : "answered \(status)")

@@ -25,6 +25,9 @@ public final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Se
     /// of failing it (for a caller that needs only the status).
     private let truncating: Bool
     private struct State: Sendable {
+        /// The task of the request under way: a late callback of an earlier
+        /// one (cancelled at its deadline) is ignored.
+        var task = -1
         var received = Data()
         var status = 0
         var retryAfter: String?
@@ -36,7 +39,7 @@ public final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Se
     /// on another thread.
     private let state = Monitor(State())
 
-    private init(responseBytesMax: Int, truncating: Bool) {
+    fileprivate init(responseBytesMax: Int, truncating: Bool) {
         self.responseBytesMax = responseBytesMax
         self.truncating = truncating
     }
@@ -49,26 +52,36 @@ public final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Se
         let remaining = ContinuousClock.now.duration(to: deadline)
         guard remaining > .zero else { return .failure("no time was left to ask") }
         let remainingSeconds = Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18
-        // The wait below is the real limit. URLSession's own limits are only
-        // a backstop, set well past it: the Linux URLSession truncates them
-        // to whole seconds, so 0.9 s would become an immediate time-out.
-        let backstopSeconds = remainingSeconds.rounded(.up) + 5
-
         let exchange = HTTPExchange(responseBytesMax: responseBytesMax, truncating: truncating)
+        let session = exchange.session(backstopSeconds: remainingSeconds)
+        // The session holds its delegate until it is invalidated.
+        defer { session.invalidateAndCancel() }
+        return exchange.perform(request, on: session, deadline: deadline)
+    }
+
+    /// An ephemeral session with this exchange as its delegate. The caller's
+    /// wait is the real limit; URLSession's own limits are only a backstop,
+    /// set well past it: the Linux URLSession truncates them to whole
+    /// seconds, so 0.9 s would become an immediate time-out.
+    fileprivate func session(backstopSeconds: Double) -> URLSession {
         let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = backstopSeconds
-        configuration.timeoutIntervalForResource = backstopSeconds
+        configuration.timeoutIntervalForRequest = backstopSeconds.rounded(.up) + 5
+        configuration.timeoutIntervalForResource = backstopSeconds.rounded(.up) + 5
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.urlCache = nil
         configuration.httpCookieStorage = nil
         configuration.httpShouldSetCookies = false
-        let session = URLSession(configuration: configuration, delegate: exchange, delegateQueue: nil)
-        // The session holds its delegate until it is invalidated.
-        defer { session.invalidateAndCancel() }
+        return URLSession(configuration: configuration, delegate: self, delegateQueue: nil)
+    }
 
+    /// One request on `session` (whose delegate this is), waited for until
+    /// `deadline`; the task is cancelled then.
+    fileprivate func perform(_ request: URLRequest, on session: URLSession, deadline: ContinuousClock.Instant) -> Outcome {
+        guard ContinuousClock.now < deadline else { return .failure("no time was left to ask") }
         let task = session.dataTask(with: request)
+        state.withLock { $0 = State(task: task.taskIdentifier) }
         task.resume()
-        guard let outcome = exchange.state.wait(until: deadline, for: { $0.outcome != nil }, then: { state, _ in
+        guard let outcome = state.wait(until: deadline, for: { $0.outcome != nil }, then: { state, _ in
             state.outcome
         }) else {
             task.cancel()
@@ -77,10 +90,10 @@ public final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Se
         return outcome
     }
 
-    /// Records the first outcome only and wakes the caller once.
-    private func finish(_ result: Outcome) {
+    /// Records the first outcome of `task` only and wakes the caller once.
+    private func finish(_ result: Outcome, task: URLSessionTask) {
         let isFirst = state.withLock { state in
-            guard state.outcome == nil else { return false }
+            guard state.task == task.taskIdentifier, state.outcome == nil else { return false }
             state.outcome = result
             return true
         }
@@ -94,16 +107,17 @@ public final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Se
         completionHandler: @Sendable @escaping (URLSession.ResponseDisposition) -> Void
     ) {
         guard let http = response as? HTTPURLResponse else {
-            finish(.failure("the answer is not HTTP"))
+            finish(.failure("the answer is not HTTP"), task: dataTask)
             completionHandler(.cancel)
             return
         }
         state.withLock { state in
+            guard state.task == dataTask.taskIdentifier else { return }
             state.status = http.statusCode
             state.retryAfter = http.value(forHTTPHeaderField: "Retry-After")
         }
         guard truncating || http.expectedContentLength <= Int64(responseBytesMax) else {
-            finish(.failure("the answer announces more than \(responseBytesMax) bytes"))
+            finish(.failure("the answer announces more than \(responseBytesMax) bytes"), task: dataTask)
             completionHandler(.cancel)
             return
         }
@@ -112,6 +126,7 @@ public final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Se
 
     public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         let cut: (status: Int, retryAfter: String?, body: Data)? = state.withLock { state in
+            guard state.task == dataTask.taskIdentifier else { return nil }
             guard state.received.count + data.count > responseBytesMax else {
                 state.received.append(data)
                 return nil
@@ -121,17 +136,17 @@ public final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Se
         }
         guard let cut else { return }
         finish(truncating ? .response(status: cut.status, retryAfter: cut.retryAfter, body: cut.body)
-                          : .failure("the answer is larger than \(responseBytesMax) bytes"))
+                          : .failure("the answer is larger than \(responseBytesMax) bytes"), task: dataTask)
         dataTask.cancel()
     }
 
     public func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         if let error {
             let code = (error as? URLError).map { " (URLError \($0.code.rawValue))" } ?? ""
-            finish(.failure("the request failed\(code)"))
+            finish(.failure("the request failed\(code)"), task: task)
         } else {
             let answer = state.withLock { ($0.status, $0.retryAfter, $0.received) }
-            finish(.response(status: answer.0, retryAfter: answer.1, body: answer.2))
+            finish(.response(status: answer.0, retryAfter: answer.1, body: answer.2), task: task)
         }
     }
 
@@ -145,5 +160,27 @@ public final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Se
         // The stores' endpoints do not redirect; following one would send a
         // receipt, a shared secret or a signed token somewhere else.
         completionHandler(nil)
+    }
+}
+
+/// A session kept for requests made one after another (a sender thread's),
+/// so its connections stay open between them: no session, thread or TCP
+/// and TLS handshake per request. Not for concurrent use; each request is
+/// bounded by its deadline as `HTTPExchange.send`'s is.
+public final class SequentialHTTPClient: @unchecked Sendable {
+    private let exchange: HTTPExchange
+    private let session: URLSession
+
+    public init(responseBytesMax: Int, truncating: Bool, timeoutSeconds: Double) {
+        exchange = HTTPExchange(responseBytesMax: responseBytesMax, truncating: truncating)
+        session = exchange.session(backstopSeconds: timeoutSeconds)
+    }
+
+    public func send(_ request: URLRequest, deadline: ContinuousClock.Instant) -> HTTPExchange.Outcome {
+        exchange.perform(request, on: session, deadline: deadline)
+    }
+
+    deinit {
+        session.invalidateAndCancel()
     }
 }
