@@ -133,8 +133,6 @@ CREATE OR REPLACE FUNCTION wallet.finish_webhook_batch(
     p_first_retry_seconds INTEGER)
 RETURNS VOID
 LANGUAGE plpgsql AS $$
-DECLARE
-    v_failing TIMESTAMPTZ;
 BEGIN
     INSERT INTO wallet.webhook_deliveries (endpoint_id, event_id, user_id, event_created_at, next_attempt_at, attempts,
                                            last_attempt_at, last_status, last_error)
@@ -148,16 +146,33 @@ BEGIN
     FROM wallet.events v WHERE v.id = ANY (p_queued_ids)
     ON CONFLICT DO NOTHING;
     UPDATE wallet.webhook_endpoints e
-    SET dispatched_through = greatest(e.dispatched_through, p_through), leased_until = NULL,
-        last_success_at = CASE WHEN p_delivered > 0 THEN p_now ELSE e.last_success_at END,
-        failing_since = CASE WHEN p_delivered > 0 THEN NULL
-                             WHEN cardinality(p_failed_ids) > 0 THEN coalesce(e.failing_since, p_now)
-                             ELSE e.failing_since END
-    WHERE e.id = p_endpoint_id
-    RETURNING e.failing_since INTO v_failing;
-    IF v_failing <= p_now - make_interval(hours => p_retry_hours) THEN
-        PERFORM wallet.set_webhook_enabled(p_endpoint_id, FALSE, 'wallet',
-                                           format('every delivery failed for %s hours', p_retry_hours));
+    SET dispatched_through = greatest(e.dispatched_through, p_through), leased_until = NULL
+    WHERE e.id = p_endpoint_id;
+    PERFORM wallet.note_webhook_health(p_endpoint_id, p_delivered > 0, cardinality(p_failed_ids) > 0, p_now,
+                                       p_retry_hours);
+END;
+$$;
+
+-- What attempts at `p_now` say of an endpoint: one delivered ends its
+-- failing; failures alone start it (or keep it), and an endpoint failing
+-- for `p_retry_hours` is disabled, audited as the service's.
+CREATE OR REPLACE FUNCTION wallet.note_webhook_health(
+    p_endpoint_id BIGINT, p_delivered BOOLEAN, p_failed BOOLEAN, p_now TIMESTAMPTZ, p_retry_hours INTEGER)
+RETURNS VOID
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_failing TIMESTAMPTZ;
+BEGIN
+    IF p_delivered THEN
+        UPDATE wallet.webhook_endpoints e SET failing_since = NULL, last_success_at = p_now WHERE e.id = p_endpoint_id;
+    ELSIF p_failed THEN
+        UPDATE wallet.webhook_endpoints e SET failing_since = coalesce(e.failing_since, p_now)
+        WHERE e.id = p_endpoint_id
+        RETURNING e.failing_since INTO v_failing;
+        IF v_failing <= p_now - make_interval(hours => p_retry_hours) THEN
+            PERFORM wallet.set_webhook_enabled(p_endpoint_id, FALSE, 'wallet',
+                                               format('every delivery failed for %s hours', p_retry_hours));
+        END IF;
     END IF;
 END;
 $$;
@@ -214,7 +229,6 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_delivery wallet.webhook_deliveries;
     v_status   TEXT;
-    v_failing  TIMESTAMPTZ;
 BEGIN
     SELECT * INTO v_delivery FROM wallet.webhook_deliveries d
     WHERE d.endpoint_id = p_endpoint_id AND d.event_id = p_event_id AND d.status = 'pending'
@@ -232,18 +246,8 @@ BEGIN
         next_attempt_at = p_now + make_interval(secs => least(3600, p_first_retry_seconds * 2 ^ least(d.attempts, 20))),
         finished_at = CASE WHEN v_status <> 'pending' THEN p_now END
     WHERE d.endpoint_id = p_endpoint_id AND d.event_id = p_event_id;
-    IF p_delivered THEN
-        UPDATE wallet.webhook_endpoints e SET failing_since = NULL, last_success_at = p_now
-        WHERE e.id = p_endpoint_id;
-    ELSIF NOT p_give_up THEN
-        UPDATE wallet.webhook_endpoints e SET failing_since = coalesce(e.failing_since, p_now)
-        WHERE e.id = p_endpoint_id
-        RETURNING e.failing_since INTO v_failing;
-        IF v_failing <= p_now - make_interval(hours => p_retry_hours) THEN
-            PERFORM wallet.set_webhook_enabled(p_endpoint_id, FALSE, 'wallet',
-                                               format('every delivery failed for %s hours', p_retry_hours));
-        END IF;
-    END IF;
+    PERFORM wallet.note_webhook_health(p_endpoint_id, p_delivered, NOT p_delivered AND NOT p_give_up, p_now,
+                                       p_retry_hours);
     RETURN v_status;
 END;
 $$;

@@ -76,7 +76,8 @@ public final class Ledger: Sendable {
     let holdOwners = BoundedCache<Int64, String>(entriesMax: Ledger.holdOwnersMax)
     /// A few megabytes at most; a hold it has forgotten costs one read.
     static let holdOwnersMax = 16_384
-    /// One for dispatching and leasing, one for recording attempts.
+    /// The lease thread's batches and retries, and the sender threads'
+    /// records.
     static let webhookConnections = 2
 
     public init(configuration: Configuration, metrics: any StoreMetrics, logger: Logger,

@@ -141,15 +141,16 @@ enum WebhookStore {
 
     static func claim(now: Date, limit: Int, leaseSeconds: Int, on connection: Connection) throws -> [WebhookDelivery] {
         try connection.prepared("""
-            SELECT endpoint_id, url, secret, attempts, event_id, event_id, type, user_id, currency, amount,
-                   balance_after, held, available, entry_id, hold_id, flow_no, created_at, data
+            SELECT endpoint_id, url, secret, attempts, event_id, type, user_id, currency, amount, balance_after, held,
+                   available, entry_id, hold_id, flow_no, created_at, data
             FROM wallet.claim_webhook_deliveries(\(now), \(limit), \(leaseSeconds))
             """).map { row in
+            // The event's columns start at its id; they are NULL when retention deleted it.
             WebhookDelivery(
                 endpointID: try row.decode(Int64.self, at: 0), url: try row.decode(String.self, at: 1),
                 secret: try row.decode(ByteA.self, at: 2).bytes, attempts: try row.decode(Int.self, at: 3),
                 eventID: try row.decode(Int64.self, at: 4),
-                event: try row.decodeIfPresent(String.self, at: 6) == nil ? nil : try EventStore.event(row, at: 5))
+                event: try row.decodeIfPresent(String.self, at: 5) == nil ? nil : try EventStore.event(row, at: 4))
         }
     }
 
