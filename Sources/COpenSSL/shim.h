@@ -13,6 +13,7 @@
 #include <openssl/rand.h>
 #include <openssl/rsa.h>
 #include <openssl/sha.h>
+#include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 #include <openssl/x509_vfy.h>
@@ -49,6 +50,15 @@ static inline unsigned long COpenSSL_XN_FLAG_RFC2253(void) {
  * public half), also a composite macro. */
 static inline int COpenSSL_EVP_PKEY_PUBLIC_KEY(void) {
     return EVP_PKEY_PUBLIC_KEY;
+}
+
+/* TLS client settings that OpenSSL exposes as macros over SSL_ctrl. */
+static inline int COpenSSL_SSL_set_tlsext_host_name(SSL *ssl, const char *name) {
+    return (int)SSL_set_tlsext_host_name(ssl, name);
+}
+
+static inline int COpenSSL_SSL_CTX_set_min_proto_version(SSL_CTX *context, int version) {
+    return (int)SSL_CTX_set_min_proto_version(context, version);
 }
 
 #endif

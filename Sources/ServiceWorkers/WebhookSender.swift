@@ -1,8 +1,5 @@
 import Crypto
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import JSON
 package import Locking
 package import Logging
@@ -60,9 +57,10 @@ package final class WebhookSender: Sendable {
     private let clock: any WorkClock
     private let logger: Logger
     private let senders: BlockingWork
-    /// One kept session per sender thread, taken for a request and given
+    /// One kept connection per sender thread, taken for a request and given
     /// back: connections to an endpoint stay open between deliveries.
-    private let clients: Locked<[SequentialHTTPClient]>
+    private let clients: Locked<[KeptHTTPClient]>
+    private let connector = WebhookConnector()
     private let state = Monitor(RunState())
 
     package init(ledger: Ledger, settings: Settings, readiness: Readiness, metrics: Metrics, clock: any WorkClock,
@@ -74,10 +72,7 @@ package final class WebhookSender: Sendable {
         self.clock = clock
         self.logger = logger
         senders = BlockingWork(threads: settings.threads, queueDepthMax: Self.batchMax, name: "wallet-webhooks")
-        clients = Locked((0..<settings.threads).map { _ in
-            SequentialHTTPClient(responseBytesMax: Self.answerBytesMax, truncating: true,
-                                 timeoutSeconds: Double(settings.timeoutSeconds))
-        })
+        clients = Locked([])
     }
 
     package func start() {
@@ -237,20 +232,17 @@ package final class WebhookSender: Sendable {
                                   error: "an http:// endpoint needs WALLET_WEBHOOKS_ALLOW_HTTP=true")
         }
         let body = event.json.serialized()
-        var request = URLRequest(url: url)
-        request.httpMethod = "POST"
-        request.httpBody = Data(body)
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.setValue(String(event.id), forHTTPHeaderField: "Wallet-Event-Id")
-        request.setValue(Self.signature(secret: secret, body: body, at: clock.date),
-                         forHTTPHeaderField: "Wallet-Signature")
-        request.setValue(Self.userAgent, forHTTPHeaderField: "User-Agent")
+        let headers = [
+            ("Content-Type", "application/json"),
+            ("Wallet-Event-Id", String(event.id)),
+            ("Wallet-Signature", Self.signature(secret: secret, body: body, at: clock.date)),
+            ("User-Agent", Self.userAgent),
+        ]
         // As many clients as sender threads, each thread holding one at most.
         let client = clients.withLock { $0.popLast() }
-            ?? SequentialHTTPClient(responseBytesMax: Self.answerBytesMax, truncating: true,
-                                    timeoutSeconds: Double(settings.timeoutSeconds))
+            ?? KeptHTTPClient(answerBytesMax: Self.answerBytesMax, connect: connector.connect)
         defer { clients.withLock { $0.append(client) } }
-        switch client.send(request, deadline: .now + .seconds(settings.timeoutSeconds)) {
+        switch client.post(url, headers: headers, body: body, deadline: .now + .seconds(settings.timeoutSeconds)) {
         case .response(let status, _, _):
             let delivered = (200..<300).contains(status)
             return WebhookAttempt(delivered: delivered, status: status, error: delivered ? nil : "answered \(status)")

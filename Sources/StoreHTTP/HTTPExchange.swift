@@ -162,25 +162,3 @@ public final class HTTPExchange: NSObject, URLSessionDataDelegate, @unchecked Se
         completionHandler(nil)
     }
 }
-
-/// A session kept for requests made one after another (a sender thread's),
-/// so its connections stay open between them: no session, thread or TCP
-/// and TLS handshake per request. Not for concurrent use; each request is
-/// bounded by its deadline as `HTTPExchange.send`'s is.
-public final class SequentialHTTPClient: @unchecked Sendable {
-    private let exchange: HTTPExchange
-    private let session: URLSession
-
-    public init(responseBytesMax: Int, truncating: Bool, timeoutSeconds: Double) {
-        exchange = HTTPExchange(responseBytesMax: responseBytesMax, truncating: truncating)
-        session = exchange.session(backstopSeconds: timeoutSeconds)
-    }
-
-    public func send(_ request: URLRequest, deadline: ContinuousClock.Instant) -> HTTPExchange.Outcome {
-        exchange.perform(request, on: session, deadline: deadline)
-    }
-
-    deinit {
-        session.invalidateAndCancel()
-    }
-}
