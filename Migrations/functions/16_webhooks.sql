@@ -95,9 +95,14 @@ BEGIN
         RETURN;
     END IF;
     v_upto := least(v_visible, v_endpoint.dispatched_through + 50000);
+    -- Both bounds are sub-selects, so the plan never rests on a guess of
+    -- how many events lie between them from the statistics (new events
+    -- always lie past the last ANALYZE and are guessed at a few rows, and
+    -- the planner would then read the whole stretch and sort it): it walks
+    -- the primary key and stops at the limit.
     SELECT CASE WHEN count(*) = p_limit THEN max(b.id) ELSE v_upto END INTO v_through
     FROM (SELECT v.id FROM wallet.events v
-          WHERE v.id > v_endpoint.dispatched_through AND v.id <= v_upto
+          WHERE v.id > (SELECT v_endpoint.dispatched_through) AND v.id <= (SELECT v_upto)
             AND (v_endpoint.event_types = '{*}' OR v.type = ANY (v_endpoint.event_types))
           ORDER BY v.id LIMIT p_limit) b;
     UPDATE wallet.webhook_endpoints e SET leased_until = p_now + make_interval(secs => p_lease_seconds)

@@ -67,15 +67,25 @@ enum EventStore {
             throw WalletError.cursorExpired(detail: "events up to \(purgedThrough) were deleted after the retention period; "
                                             + "read from after=\(purgedThrough) or later")
         }
+        // The first `limit` events after the cursor, by the primary key (or
+        // the player's index), then those the bound lets through: fewer
+        // than `limit` means none after them is visible yet. The cursor is
+        // a sub-select so that no plan ever depends on guessing how many
+        // events lie past it: a two-sided id range, or one past the
+        // statistics' last ANALYZE (new events always are), is guessed at
+        // a few rows, and the planner then reads every event after the
+        // cursor and sorts them, for each page (seen at 170 ms a page).
         let events = try connection.prepared("""
             SELECT id, type, user_id, currency, amount, balance_after, held, available, entry_id, hold_id, flow_no,
                    created_at, data::text
-            FROM wallet.events
-            WHERE id > \(query.after) AND id <= \(visible)
-              AND (\(query.userID?.rawValue)::text IS NULL OR user_id = \(query.userID?.rawValue)::text)
-              AND (\(query.type?.rawValue)::text IS NULL OR type = \(query.type?.rawValue)::text)
+            FROM (SELECT * FROM wallet.events
+                  WHERE id > (SELECT \(query.after)::bigint)
+                    AND (\(query.userID?.rawValue)::text IS NULL OR user_id = \(query.userID?.rawValue)::text)
+                    AND (\(query.type?.rawValue)::text IS NULL OR type = \(query.type?.rawValue)::text)
+                  ORDER BY id
+                  LIMIT \(query.limit)) page
+            WHERE id <= \(visible)
             ORDER BY id
-            LIMIT \(query.limit)
             """).map { try event($0, at: 0) }
         let full = events.count == query.limit
         return EventPage(events: events, nextAfter: full ? events[events.count - 1].id : max(query.after, visible))
