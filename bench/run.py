@@ -408,6 +408,7 @@ class ReceiverServer:
                     self.transport.write(b"HTTP/1.1 204 No Content\r\n\r\n")
 
         def serve():
+            self.native_id = threading.get_native_id()
             asyncio.set_event_loop(self.loop)
             self.server = self.loop.run_until_complete(
                 self.loop.create_server(Connection, "127.0.0.1", 0, backlog=128))
@@ -426,6 +427,11 @@ class ReceiverServer:
     @property
     def count(self):
         return self.received
+
+    def ticks(self):
+        """The receiver thread's CPU time so far, in clock ticks."""
+        fields = Path(f"/proc/self/task/{self.native_id}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
 
     def stop(self):
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -814,7 +820,7 @@ class Bench:
         secret = self.temp_dir / "webhook.secret"
         secret.write_text("bench-webhook-secret-0123456789abcdef\n")
         runs = {"none": [], "webhook": []}
-        delivered = []
+        delivered, receiver_cores = [], []
         try:
             for round_index in range(self.rounds):
                 for mode in ("none", "webhook", "webhook", "none"):
@@ -825,13 +831,14 @@ class Bench:
                                                     env_extra={"WALLET_WEBHOOKS_ALLOW_HTTP": "true"})
                         endpoint = added.stdout.strip().splitlines()[-1].split("=", 1)[1]
                     self.psql("CHECKPOINT")
-                    received_before = receiver.count
+                    received_before, receiver_ticks = receiver.count, receiver.ticks()
                     log(f"events: debit-spread, {'one webhook endpoint' if endpoint else 'no webhook'} "
                         f"(round {round_index + 1} of {self.rounds})")
                     runs[mode].append(self.wrk(service, scenario, self.seconds,
                                                f"events-{mode}-{self.run_tag}-{round_index}-{len(runs[mode])}", meter))
                     if endpoint:
                         delivered.append((receiver.count - received_before) / self.seconds)
+                        receiver_cores.append((receiver.ticks() - receiver_ticks) / CLOCK_TICKS_PER_SECOND / self.seconds)
                         self.wallet_command(service, ["webhooks", "disable", endpoint], 60)
             feed = self.read_feed(service)
         finally:
@@ -841,10 +848,12 @@ class Bench:
             "none": none, "webhook": webhook,
             "change": webhook.ops / none.ops - 1.0 if none.ops else None,
             "delivered_per_second": sum(delivered) / len(delivered) if delivered else 0.0,
+            "receiver_cores": sum(receiver_cores) / len(receiver_cores) if receiver_cores else 0.0,
             "feed": feed,
         }
         log(f"events: debit-spread {none.ops:,.0f}/s without a webhook, {webhook.ops:,.0f}/s with one "
-            f"({self.events['change']:+.1%}); {self.events['delivered_per_second']:,.0f} deliveries/s; "
+            f"({self.events['change']:+.1%}); {self.events['delivered_per_second']:,.0f} deliveries/s "
+            f"(the receiver on {self.events['receiver_cores']:.2f} cores); "
             f"feed {feed['events_per_second']:,.0f} events/s")
 
     def read_feed(self, service):
@@ -1111,7 +1120,8 @@ def report(bench):
         lines.append("")
         feed = events["feed"]
         lines.append(f"With the endpoint: {events['change']:+.1%}, and {number(events['delivered_per_second'])} "
-                     f"deliveries/s received during the runs. The feed, one reader from cursor 0: "
+                     f"deliveries/s received during the runs (the receiver, a thread of the bench, on "
+                     f"{events.get('receiver_cores', 0.0):.2f} cores). The feed, one reader from cursor 0: "
                      f"{number(feed['events'])} events in {feed['seconds']:.2f} s ({feed['pages']} pages), "
                      f"{number(feed['events_per_second'])} events/s.")
         lines.append("")

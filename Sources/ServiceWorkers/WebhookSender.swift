@@ -132,23 +132,35 @@ package final class WebhookSender: Sendable {
                 byPlayer[event.userID, default: []].append(event)
             }
         }
-        let running = Monitor(players.count)
-        for player in players {
-            let events = byPlayer[player] ?? []
-            let queued = senders.submit { [self] in
+        // As many tasks as sender threads, each taking the next player in
+        // line until none is left: a slow player holds one thread only.
+        let destination = destination(batch.url)
+        let taken = Locked(0)
+        let workers = min(settings.threads, players.count)
+        let running = Monitor(workers)
+        for _ in 0..<workers {
+            let queued = senders.submit { [self, players, byPlayer] in
                 defer { running.withLock { $0 -= 1 }; running.broadcast() }
-                sendInOrder(events, of: batch, into: outcome)
+                // Ends when every player was taken.
+                while let player = taken.withLock({ next -> String? in
+                    guard next < players.count else { return nil }
+                    next += 1
+                    return players[next - 1]
+                }) {
+                    sendInOrder(byPlayer[player] ?? [], to: destination, secret: batch.secret, into: outcome)
+                }
             }
-            if !queued {
-                outcome.withLock { $0.queued += events.map(\.id) }
-                running.withLock { $0 -= 1 }
-            }
+            if !queued { running.withLock { $0 -= 1 } }
         }
         // Bounded by the lease: past it another instance may send the batch again.
         let finished = running.wait(until: .now + .seconds(batchLeaseSeconds - Self.leaseMarginSeconds)) { $0 == 0 }
         guard finished else {
             logger.warning("a webhook batch outlasted its lease", ["webhook.endpoint": String(batch.endpointID)])
             return batch.events.count
+        }
+        // Players no task took (the sender threads' queue was full) wait.
+        for player in players[taken.withLock({ $0 })...] {
+            outcome.withLock { $0.queued += (byPlayer[player] ?? []).map(\.id) }
         }
         let result = outcome.withLock { $0 }
         do {
@@ -163,9 +175,10 @@ package final class WebhookSender: Sendable {
     }
 
     /// One player's events of a batch, in order, until one fails.
-    private func sendInOrder(_ events: [WalletEvent], of batch: WebhookBatch, into outcome: Locked<WebhookBatchOutcome>) {
+    private func sendInOrder(_ events: [WalletEvent], to destination: Destination, secret: [UInt8],
+                             into outcome: Locked<WebhookBatchOutcome>) {
         for (index, event) in events.enumerated() {
-            let attempt = self.attempt(event, url: batch.url, secret: batch.secret)
+            let attempt = self.attempt(event, to: destination, secret: secret)
             if attempt.delivered {
                 outcome.withLock { $0.delivered += 1 }
                 continue
@@ -204,7 +217,7 @@ package final class WebhookSender: Sendable {
     private func send(_ delivery: WebhookDelivery) {
         let attempt: WebhookAttempt
         if let event = delivery.event {
-            attempt = self.attempt(event, url: delivery.url, secret: delivery.secret)
+            attempt = self.attempt(event, to: destination(delivery.url), secret: delivery.secret)
         } else {
             attempt = WebhookAttempt(delivered: false, status: nil,
                                      error: "the event was deleted after the retention period before it was delivered",
@@ -225,11 +238,26 @@ package final class WebhookSender: Sendable {
         }
     }
 
+    /// An endpoint's URL as a request target, or why it is not sent to.
+    private enum Destination {
+        case target(KeptHTTPClient.Target)
+        case refused(String)
+    }
+
+    private func destination(_ text: String) -> Destination {
+        guard let url = URL(string: text), let target = KeptHTTPClient.Target(url),
+              target.origin.secure || settings.allowHTTP else {
+            return .refused("an http:// endpoint needs WALLET_WEBHOOKS_ALLOW_HTTP=true")
+        }
+        return .target(target)
+    }
+
     /// One POST of an event.
-    private func attempt(_ event: WalletEvent, url text: String, secret: [UInt8]) -> WebhookAttempt {
-        guard let url = URL(string: text), url.scheme == "https" || (settings.allowHTTP && url.scheme == "http") else {
-            return WebhookAttempt(delivered: false, status: nil,
-                                  error: "an http:// endpoint needs WALLET_WEBHOOKS_ALLOW_HTTP=true")
+    private func attempt(_ event: WalletEvent, to destination: Destination, secret: [UInt8]) -> WebhookAttempt {
+        let target: KeptHTTPClient.Target
+        switch destination {
+        case .target(let found): target = found
+        case .refused(let reason): return WebhookAttempt(delivered: false, status: nil, error: reason)
         }
         let body = event.json.serialized()
         let headers = [
@@ -242,7 +270,7 @@ package final class WebhookSender: Sendable {
         let client = clients.withLock { $0.popLast() }
             ?? KeptHTTPClient(answerBytesMax: Self.answerBytesMax, connect: connector.connect)
         defer { clients.withLock { $0.append(client) } }
-        switch client.post(url, headers: headers, body: body, deadline: .now + .seconds(settings.timeoutSeconds)) {
+        switch client.post(target, headers: headers, body: body, deadline: .now + .seconds(settings.timeoutSeconds)) {
         case .response(let status, _, _):
             let delivered = (200..<300).contains(status)
             return WebhookAttempt(delivered: delivered, status: status, error: delivered ? nil : "answered \(status)")

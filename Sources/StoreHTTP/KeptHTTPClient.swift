@@ -34,22 +34,44 @@ public final class KeptHTTPClient: @unchecked Sendable {
         self.connect = connect
     }
 
+    /// Where a request goes: the origin, the request target and the Host
+    /// header, read from an `http` or `https` URL once.
+    public struct Target: Sendable {
+        public let origin: Origin
+        let path: String
+        let hostHeader: String
+
+        public init?(_ url: URL) {
+            guard let components = URLComponents(url: url, resolvingAgainstBaseURL: false),
+                  let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
+                  let host = components.host, !host.isEmpty else { return nil }
+            origin = Origin(secure: scheme == "https", host: host, port: components.port ?? (scheme == "https" ? 443 : 80))
+            var path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
+            if let query = components.percentEncodedQuery { path += "?" + query }
+            self.path = path
+            hostHeader = (host.contains(":") ? "[\(host)]" : host) + (components.port.map { ":\($0)" } ?? "")
+        }
+    }
+
     /// POSTs `body` with `headers` (names and values as given, neither with
     /// a line break) to an `http` or `https` URL before `deadline`.
     public func post(_ url: URL, headers: [(String, String)], body: [UInt8],
                      deadline: ContinuousClock.Instant) -> HTTPExchange.Outcome {
-        guard let components = URLComponents(url: url, resolvingAgainstBaseURL: false),
-              let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
-              let host = components.host, !host.isEmpty else {
-            return .failure("not an http or https URL")
-        }
-        let origin = Origin(secure: scheme == "https", host: host, port: components.port ?? (scheme == "https" ? 443 : 80))
-        var target = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
-        if let query = components.percentEncodedQuery { target += "?" + query }
-        let hostHeader = (host.contains(":") ? "[\(host)]" : host) + (components.port.map { ":\($0)" } ?? "")
-        var head = "POST \(target) HTTP/1.1\r\nHost: \(hostHeader)\r\nContent-Length: \(body.count)\r\n"
+        guard let target = Target(url) else { return .failure("not an http or https URL") }
+        return post(target, headers: headers, body: body, deadline: deadline)
+    }
+
+    /// POSTs `body` with `headers` to `target` before `deadline`.
+    public func post(_ target: Target, headers: [(String, String)], body: [UInt8],
+                     deadline: ContinuousClock.Instant) -> HTTPExchange.Outcome {
+        let origin = target.origin
+        var head = "POST \(target.path) HTTP/1.1\r\nHost: \(target.hostHeader)\r\nContent-Length: \(body.count)\r\n"
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
-        let request = Array((head + "\r\n").utf8) + body
+        head += "\r\n"
+        var request: [UInt8] = []
+        request.reserveCapacity(head.utf8.count + body.count)
+        request += head.utf8
+        request += body
 
         // A kept connection the server closed while it idled is noticed here
         // or, at the latest, when it yields no answer; then once more anew.

@@ -32,6 +32,9 @@ public protocol ByteTransport: AnyObject {
 /// SIGPIPE.
 public final class TCPConnection: ByteTransport {
     private let descriptor: Int32
+    /// Bytes were just sent: an answer takes a round trip, so the next
+    /// receive waits first instead of finding nothing.
+    private var answerPending = false
 
     private init(descriptor: Int32) {
         self.descriptor = descriptor
@@ -87,10 +90,15 @@ public final class TCPConnection: ByteTransport {
                 throw TransportError("sending failed (errno \(errno))")
             }
         }
+        answerPending = true
     }
 
     public func receive(upTo count: Int, deadline: ContinuousClock.Instant) throws -> [UInt8] {
         var buffer = [UInt8](repeating: 0, count: max(1, count))
+        if answerPending {
+            answerPending = false
+            try wait(for: Int16(POLLIN), until: deadline)
+        }
         // Each pass reads, or waits for bytes until the deadline.
         while true {
             let read = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress!, $0.count, 0) }
