@@ -76,9 +76,12 @@ struct AppStoreAPI: Sendable {
     private func process(_ signedPayload: String, requestID: String,
                          deadline: ContinuousClock.Instant) throws -> Response {
         let processed = try notifications.process(signedPayload, requestID: requestID, deadline: deadline)
-        return .json([
-            "notification_uuid": .string(processed.notificationUUID),
-            "notification_type": .string(processed.notificationType), "outcome": .string(processed.outcome.rawValue),
-        ])
+        var members: [(key: String, value: JSONValue)] = [
+            ("notification_uuid", .string(processed.notificationUUID)),
+            ("notification_type", .string(processed.notificationType)), ("outcome", .string(processed.outcome.rawValue)),
+        ]
+        // A ONE_TIME_CHARGE also says what became of the purchase.
+        if let charge = processed.charge { members.append(("charge", .string(charge.text))) }
+        return .json(.object(members))
     }
 }

@@ -76,14 +76,14 @@ struct CreditVerification: Sendable {
 
     func verify(_ body: CreditBody) throws -> Verified {
         let mode = mode(of: body)
-        guard modes.contains(mode) else {
+        guard modes.contains(mode), mode != .appStoreNotification else {
             throw WalletError.verificationFailed(
                 reason: .modeNotEnabled,
                 detail: "credit verification mode \(mode.rawValue) is not enabled on this service")
         }
         // Only a Google request may leave the flowNO out (CreditBody checks).
         switch mode {
-        case .caller:
+        case .caller, .appStoreNotification:
             return Verified(flowNo: try flowNo(body), quantity: body.quantity ?? .one, source: .caller, environment: nil)
         case .appStoreJWS:
             return try verifySignedTransaction(body.signedTransaction ?? "", body)

@@ -29,6 +29,7 @@ struct WalletAPI: Sendable {
         router.add("POST", "/v1/debits", gate: admit(.debit), postDebit)
         router.add("GET", "/v1/wallets/{user_id}", gate: admit(.read), getWallet)
         router.add("GET", "/v1/wallets/{user_id}/entries", gate: admit(.read), sync: getEntries)
+        router.add("GET", "/v1/wallets/{user_id}/account-tokens", gate: admit(.credit), sync: getAccountTokens)
         router.add("GET", "/v1/credits/{flow_no}", gate: admit(.read), sync: getCredit)
         registerHolds(on: router)
         registerEvents(on: router)
@@ -286,7 +287,7 @@ struct WalletAPI: Sendable {
         try T(json: try JSONBody.parse(request))
     }
 
-    private func pathUserID(_ request: Request) throws -> UserID {
+    func pathUserID(_ request: Request) throws -> UserID {
         guard let userID = UserID(request.pathParameters["user_id"] ?? "") else {
             throw WalletError.validationFailed([FieldError(field: "user_id", message: UserID.rule)])
         }

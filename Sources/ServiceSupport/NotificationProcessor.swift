@@ -15,16 +15,21 @@ package struct NotificationProcessor: Sendable {
     package let queueConsumption: Bool
     /// What a refusal logs and keeps; shared with the route's own refusals.
     package let refusals: NotificationRefusals
+    /// The policy a ONE_TIME_CHARGE is credited under, the one the app's
+    /// own calls are checked by; nil records charges only
+    /// (WALLET_CREDIT_FROM_NOTIFICATIONS=false).
+    package let charges: CreditPolicy?
     package let logger: Logger
 
     package init(ledger: Ledger, verifier: SignedDataVerifier, metrics: Metrics, readiness: Readiness?,
-                 queueConsumption: Bool, refusals: NotificationRefusals, logger: Logger) {
+                 queueConsumption: Bool, refusals: NotificationRefusals, charges: CreditPolicy?, logger: Logger) {
         self.ledger = ledger
         self.verifier = verifier
         self.metrics = metrics
         self.readiness = readiness
         self.queueConsumption = queueConsumption
         self.refusals = refusals
+        self.charges = charges
         self.logger = logger
     }
 
@@ -32,6 +37,32 @@ package struct NotificationProcessor: Sendable {
         package var notificationUUID: String
         package var notificationType: String
         package var outcome: AppStoreNotificationOutcome
+        /// For a ONE_TIME_CHARGE: what became of the purchase.
+        package var charge: ChargeOutcome?
+    }
+
+    /// What a ONE_TIME_CHARGE did.
+    package enum ChargeOutcome: Sendable, Equatable {
+        /// Credited to the player its token names now, or before (by this
+        /// notification's earlier delivery, or the app's call).
+        case credited, replayed
+        /// No token, or one the wallet never issued: kept as unclaimed.
+        case unclaimed
+        /// Not credited, for this reason (a consumable refused by the
+        /// credit policy or the ledger); the notification is kept.
+        case refused(String)
+        /// Not a consumable: nothing to credit.
+        case ignored
+
+        package var text: String {
+            switch self {
+            case .credited: "credited"
+            case .replayed: "replayed"
+            case .unclaimed: "unclaimed"
+            case .refused(let reason): "refused:\(reason)"
+            case .ignored: "ignored"
+            }
+        }
     }
 
     /// Throws `WalletError.verificationFailed` for a payload that does not
@@ -77,10 +108,61 @@ package struct NotificationProcessor: Sendable {
         if applied.consumptionQueued {
             metrics.countConsumption(.queued)
         }
+        // A charge is credited whatever the notification's outcome: a
+        // redelivery (a duplicate) after a failure still credits, once.
+        var charge: ChargeOutcome?
+        if payload.notificationType == "ONE_TIME_CHARGE", let charges, let transaction {
+            charge = try credit(transaction, policy: charges, deadline: deadline)
+        }
         logger.info("notification applied", ["request.id": requestID ?? "reconcile", "appstore.type": payload.notificationType,
-                                              "appstore.outcome": outcome.rawValue])
+                                              "appstore.outcome": outcome.rawValue, "appstore.charge": charge?.text ?? "-"])
         return Processed(notificationUUID: payload.notificationUUID, notificationType: payload.notificationType,
-                         outcome: outcome)
+                         outcome: outcome, charge: charge)
+    }
+
+    /// Credits a ONE_TIME_CHARGE's consumable to the player its
+    /// `appAccountToken` names, under its transactionId as the flowNO (so
+    /// the app's own call for it replays this credit, and this one replays
+    /// the app's), or keeps it as unclaimed when no player is named.
+    private func credit(_ transaction: TransactionPayload, policy: CreditPolicy,
+                        deadline: ContinuousClock.Instant) throws -> ChargeOutcome {
+        guard transaction.type == .consumable else { return .ignored }
+        guard let flowNo = FlowNumber(transaction.transactionId), let productID = ProductID(transaction.productId),
+              let environment = PurchaseEnvironment(rawValue: transaction.environment.rawValue) else {
+            return .refused(RefusalReason.malformed.rawValue)
+        }
+        let owner = try transaction.appAccountToken.flatMap {
+            try ledger.accountTokenOwner(.apple, token: $0, deadline: deadline)
+        }
+        // The same checks as the app's call, the player's token aside.
+        let checked: Int
+        do {
+            checked = try (owner == nil ? CreditPolicy() : policy).check(
+                transaction, flowNo: flowNo.rawValue, productID: productID.rawValue, userID: owner?.rawValue ?? "",
+                requestedQuantity: nil)
+        } catch {
+            return .refused(error.reason.rawValue)
+        }
+        guard let quantity = Quantity(checked) else { return .refused(RefusalReason.malformed.rawValue) }
+        guard let owner else {
+            try ledger.keepUnclaimed(UnclaimedPurchase(store: .apple, flowNo: flowNo, productID: productID, quantity: quantity,
+                                                       environment: environment, accountToken: transaction.appAccountToken),
+                                     deadline: deadline)
+            return .unclaimed
+        }
+        let operation = LedgerStore.CreditOperation(
+            client: "appstore-notification", flowNo: flowNo, userID: owner, productID: productID, quantity: quantity,
+            claimedAmount: nil, source: .appStoreNotification, environment: environment)
+        let result = try ledger.creditAndWait(operation, deadline: deadline)
+        switch result.outcome {
+        case .credited:
+            metrics.countCoins(.credited, result.credit?.amount ?? 0)
+            return .credited
+        case .replayed:
+            return .replayed
+        default:
+            return .refused(result.outcome.rawValue)
+        }
     }
 
     /// Keeps a row for the console that stands for `refusals` refusals of

@@ -38,6 +38,9 @@ package struct Reconciler: Sendable {
         package var applied = 0
         package var already = 0
         package var refused = 0
+        /// ONE_TIME_CHARGE notifications credited by this sweep (their push
+        /// was lost, or not yet applied).
+        package var credited = 0
         /// Items the database did not apply, to be tried again (Google Play
         /// voids; the App Store sweep stops at its first instead).
         package var failed = 0
@@ -54,12 +57,15 @@ package struct Reconciler: Sendable {
         package var line: String { "seen=\(seen) applied=\(applied) already=\(already) refused=\(refused)" }
         /// `line` and the failures, for a sweep that goes on past them.
         package var lineWithFailures: String { line + " failed=\(failed)" }
+        /// `line` and the charges credited, for the App Store's sweep.
+        package var lineWithCharges: String { line + " credited=\(credited)" }
 
         package mutating func add(_ other: Summary) {
             seen += other.seen
             applied += other.applied
             already += other.already
             refused += other.refused
+            credited += other.credited
             failed += other.failed
             refusals += other.refusals
             failures += other.failures
@@ -88,6 +94,7 @@ package struct Reconciler: Sendable {
                     let processed = try notifications.process(payload, requestID: nil,
                                                               deadline: .now + .seconds(Self.applySeconds))
                     if processed.outcome == .duplicate { summary.already += 1 } else { summary.applied += 1 }
+                    if processed.charge == .credited { summary.credited += 1 }
                 } catch WalletError.verificationFailed(let reason, let detail) {
                     summary.refused += 1
                     summary.refusals.append("\(environment.rawValue) notification refused: \(reason.rawValue): \(detail)")

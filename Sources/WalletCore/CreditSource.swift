@@ -12,4 +12,7 @@ public enum CreditSource: String, Sendable, CaseIterable {
     case googlePlay = "googleplay"
     /// The calling app backend vouches for the purchase.
     case caller
+    /// The App Store's own ONE_TIME_CHARGE notification, signed by Apple,
+    /// whose `appAccountToken` names the player: no call from the app.
+    case appStoreNotification = "appstore-notification"
 }

@@ -67,7 +67,8 @@ public final class Application: Sendable {
         let notifications = NotificationProcessor(
             ledger: ledger, verifier: transactions, metrics: metrics, readiness: readiness,
             queueConsumption: serverAPI != nil && apple.api.consumptionConsent,
-            refusals: NotificationRefusals(logger: logger, clock: clock), logger: logger)
+            refusals: NotificationRefusals(logger: logger, clock: clock), charges: configuration.chargePolicy,
+            logger: logger)
         let googleVoids = googlePlay.map { [ledger, metrics] in
             GooglePlayVoids(client: $0, ledger: ledger, metrics: metrics, logger: logger)
         }
@@ -78,8 +79,7 @@ public final class Application: Sendable {
             settings: .init(
                 requestTimeoutSeconds: configuration.requestTimeoutSeconds, creditModes: configuration.creditVerification,
                 appleEnvironments: environments,
-                creditPolicy: CreditPolicy(accountTokenNamespace: apple.accountTokenNamespace,
-                                           requireAccountToken: apple.requireAccountToken),
+                creditPolicy: configuration.creditPolicy,
                 receipts: AppStoreSetup.receiptVerifier(apple),
                 googlePolicy: PurchasePolicy(allowTestPurchases: google.allowTestPurchases,
                                              requireAccountID: google.requireAccountID),
@@ -125,8 +125,11 @@ public final class Application: Sendable {
                                                     firstSeconds: configuration.webhookFirstRetrySeconds),
                                 allowHTTP: configuration.webhooksAllowHTTP)),
             clock: clock, logger: logger,
-            afterSchema: { [console, startupReadSeconds = configuration.startupReadTimeoutSeconds] in
+            afterSchema: { [console, ledger, namespace = apple.accountTokenNamespace,
+                            startupReadSeconds = configuration.startupReadTimeoutSeconds] in
                 try console?.loadCookieKey(deadline: .now + .seconds(startupReadSeconds))
+                // A wallet an admin script makes records its App Store token too.
+                try ledger.setAccountTokenNamespace(namespace, deadline: .now + .seconds(startupReadSeconds))
             })
     }
 

@@ -81,6 +81,9 @@ public struct Configuration: Sendable {
     public var webhookRetryHours = 72
     public var webhookFirstRetrySeconds = 10
     public var webhooksAllowHTTP = false
+    /// Credit a consumable from the store's own ONE_TIME_CHARGE
+    /// notification; false records it only.
+    public var creditFromNotifications = true
     public var idempotencyPurgeIntervalSeconds = 60
     public var idempotencyPurgeRoundRowsMax = 1_000
     public var idempotencyPurgeRoundsMax = 20
@@ -316,5 +319,19 @@ enum UUIDText {
             }
         }
         return true
+    }
+}
+
+extension Configuration {
+    /// The App Store credit policy: the account token namespace and whether
+    /// a token is required, for the app's calls and the store's charges.
+    public var creditPolicy: CreditPolicy {
+        CreditPolicy(accountTokenNamespace: apple.accountTokenNamespace, requireAccountToken: apple.requireAccountToken)
+    }
+
+    /// The policy ONE_TIME_CHARGE notifications are credited under, or nil
+    /// with WALLET_CREDIT_FROM_NOTIFICATIONS=false (recorded only).
+    public var chargePolicy: CreditPolicy? {
+        creditFromNotifications ? creditPolicy : nil
     }
 }

@@ -66,7 +66,8 @@ extension Configuration {
         if let modes = reader.list("WALLET_CREDIT_VERIFICATION") {
             var parsed: Set<CreditVerification> = []
             for mode in modes {
-                guard let value = CreditVerification(rawValue: mode) else {
+                // A notification credits on its own (WALLET_CREDIT_FROM_NOTIFICATIONS), not as a request's mode.
+                guard let value = CreditVerification(rawValue: mode), value != .appStoreNotification else {
                     throw ConfigurationError(variable: "WALLET_CREDIT_VERIFICATION",
                                              message: "\(mode) is not one of appstore-jws, appstore-receipt, appstore-api, googleplay, caller")
                 }
@@ -250,6 +251,7 @@ extension Configuration {
             BooleanSetting(variable: "WALLET_DATABASE_PREPARED_STATEMENTS", value: \.databasePreparedStatements),
             BooleanSetting(variable: "WALLET_ADMIN_CONSOLE", value: \.adminConsole),
             BooleanSetting(variable: "WALLET_WEBHOOKS_ALLOW_HTTP", value: \.webhooksAllowHTTP),
+            BooleanSetting(variable: "WALLET_CREDIT_FROM_NOTIFICATIONS", value: \.creditFromNotifications),
             BooleanSetting(variable: "WALLET_APPLE_REQUIRE_ACCOUNT_TOKEN", value: \.apple.requireAccountToken),
             BooleanSetting(variable: "WALLET_APPLE_CONSUMPTION_CONSENT", value: \.apple.api.consumptionConsent),
             BooleanSetting(variable: "WALLET_GOOGLE_ALLOW_TEST_PURCHASES", value: \.google.allowTestPurchases),

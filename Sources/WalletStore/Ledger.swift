@@ -158,6 +158,23 @@ public final class Ledger: Sendable {
         try reads.run(deadline: deadline) { try LedgerStore.credit(flowNo, on: $0) }
     }
 
+    /// A credit through the group commit, waited for on this thread: by
+    /// `deadline` the group commit answers (a second more is allowed for
+    /// the answer to come back); past that its outcome is unknown.
+    public func creditAndWait(_ operation: LedgerStore.CreditOperation,
+                              deadline: ContinuousClock.Instant) throws -> LedgerStore.CreditResult {
+        let answer = Monitor<Result<GroupCommit.Outcome, any Error>?>(nil)
+        groupCommit.submit(.credit(operation), deadline: deadline) { result in
+            answer.withLock { $0 = result }
+            answer.broadcast()
+        }
+        guard let result = answer.wait(until: deadline + .seconds(1), for: { $0 != nil }, then: { state, _ in state }) else {
+            throw WalletError.outcomeUnknown
+        }
+        guard case .credit(let credit) = try result.get() else { preconditionFailure("credit answered as another operation") }
+        return credit
+    }
+
     /// The live client whose key has this SHA-256, or nil.
     public func authenticate(hash: [UInt8]) throws -> APIClient? {
         // A read that may note the key's last use: that write carries the

@@ -14,9 +14,11 @@ enum AppStoreCommand {
         verify       checks one JWS from stdin offline
         reconcile    reads App Store Notification History and applies every
                      notification it holds, as if pushed; prints
-                     seen=N applied=N already=N refused=N. Without --since it
-                     covers the time since the last sweep (minus an hour), or
-                     the last 7 days, and records how far it got. Exit 0 when
+                     seen=N applied=N already=N refused=N credited=N
+                     (credited: purchases whose charge it credited).
+                     Without --since it covers the time since the last
+                     sweep (minus an hour), or the last 7 days, and
+                     records how far it got. Exit 0 when
                      Apple could be read, whatever was refused; 1 when not.
         consumption  lists the consumption answers sent or due, newest first
         \(WalletCommand.databaseOptions)

@@ -11,8 +11,8 @@ import WalletStore
 /// service's own parts: the sweeps `serve` runs on its schedule, run once.
 enum ReconcileCommand {
     struct Run: Sendable {
-        /// `seen=N applied=N already=N refused=N` (and ` failed=N` for
-        /// Google Play's voids).
+        /// `seen=N applied=N already=N refused=N`, then ` credited=N` (the
+        /// App Store's charges credited) or ` failed=N` (Google Play's voids).
         var summaryLine: String
         /// One line per refused notification or voided-purchases entry.
         var refusals: [String]
@@ -37,11 +37,11 @@ enum ReconcileCommand {
             let notifications = NotificationProcessor(
                 ledger: ledger, verifier: try AppStoreSetup.verifier(configuration.apple), metrics: metrics, readiness: nil,
                 queueConsumption: configuration.apple.api.consumptionConsent,
-                refusals: NotificationRefusals(logger: logger), logger: logger)
+                refusals: NotificationRefusals(logger: logger), charges: configuration.chargePolicy, logger: logger)
             let reconciler = Reconciler(client: client, notifications: notifications, logger: logger)
             let chosen = (environments ?? configuration.apple.environments).map { Environment(rawValue: $0) }
             return try sweep(reconciler.sweeps(chosen), lockKey: Ledger.reconcileLockKey, since: since, until: until,
-                             ledger: ledger)
+                             ledger: ledger, line: \.lineWithCharges)
         }
     }
 

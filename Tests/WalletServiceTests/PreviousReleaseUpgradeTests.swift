@@ -32,7 +32,8 @@ extension SchemaUpgradeTests {
         #expect(applied.filter { !$0.hasPrefix("functions/") }
             == ["0014_googleplay_hardening.sql", "0015_console_scope_and_refusal_samples.sql",
                 "0016_console_cookie_key.sql", "0017_one_posting.sql", "0018_set_based_holds.sql",
-                "0019_events.sql", "0020_webhooks.sql", "0021_webhook_batches.sql"])
+                "0019_events.sql", "0020_webhooks.sql", "0021_webhook_batches.sql", "0022_account_tokens.sql",
+                "0023_notification_credits.sql"])
         // Every balance, held amount, entry, credit, hold and stored answer is as it was.
         let after = try previous.snapshot()
         for (table, rows) in before {

@@ -230,7 +230,31 @@ struct ServerAPITests {
         // A second run finds everything recorded.
         let again = try rig.reconcile(["--since", rig.rfc3339(secondsAgo: 3_600), "--environment", "Production"])
         #expect(again.status == 0)
-        #expect(Self.summary(again.output) == ["seen": 6, "applied": 0, "already": 5, "refused": 1])
+        #expect(Self.summary(again.output) == ["seen": 6, "applied": 0, "already": 5, "refused": 1, "credited": 0])
+        #expect(try rig.violations() == 0)
+    }
+
+    @Test func reconcileCreditsAChargeWhosePushWasLostOnce() throws {
+        let rig = try ServerAPIRig(extra: ["WALLET_APPLE_ACCOUNT_TOKEN_NAMESPACE": "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"])
+        defer { rig.stop() }
+        let tokens = try rig.request("GET", "/v1/wallets/kim/account-tokens", key: rig.appKey, body: nil)
+        guard case .string(let token)? = try tokens.json()["apple_app_account_token"] else {
+            Issue.record("no token: \(tokens.text)")
+            return
+        }
+        // The charge Apple could not push: only its history has it.
+        rig.api.addNotification(rig.fixture.notification("ONE_TIME_CHARGE", flowNo: "3000000601",
+                                                         uuid: RefundNotifications.uuid(601), accountToken: token),
+                                signedDateMilliseconds: rig.nowMilliseconds(), environment: "Production")
+        let run = try rig.reconcile(["--since", rig.rfc3339(secondsAgo: 3_600), "--environment", "Production"])
+        #expect(run.status == 0, "\(run.error)")
+        #expect(Self.summary(run.output) == ["seen": 1, "applied": 1, "already": 0, "refused": 0, "credited": 1])
+        #expect(try rig.count("SELECT balance FROM wallet.wallets WHERE user_id = 'kim'") == 600)
+        // A second sweep changes nothing.
+        let again = try rig.reconcile(["--since", rig.rfc3339(secondsAgo: 3_600), "--environment", "Production"])
+        #expect(Self.summary(again.output) == ["seen": 1, "applied": 0, "already": 1, "refused": 0, "credited": 0])
+        #expect(try rig.count("SELECT count(*) FROM wallet.credits WHERE source = 'appstore-notification'") == 1)
+        #expect(try rig.count("SELECT balance FROM wallet.wallets WHERE user_id = 'kim'") == 600)
         #expect(try rig.violations() == 0)
     }
 
@@ -246,7 +270,7 @@ struct ServerAPITests {
         rig.api.clearFailures()
         let succeeded = try rig.reconcile([])
         #expect(succeeded.status == 0, "\(succeeded.error)")
-        #expect(Self.summary(succeeded.output) == ["seen": 0, "applied": 0, "already": 0, "refused": 0])
+        #expect(Self.summary(succeeded.output) == ["seen": 0, "applied": 0, "already": 0, "refused": 0, "credited": 0])
         // Both accepted environments were swept and marked.
         #expect(try rig.count("SELECT count(*) FROM wallet.appstore_reconcile_marks") == 2)
         // The first sweep looked back seven days.
@@ -407,13 +431,13 @@ final class AppleAPIFixture: @unchecked Sendable {
     /// A signed Production notification about `flowNo`, a purchase of
     /// `productType` (Apple's transaction `type`).
     func notification(_ type: String, flowNo: String, uuid: String, signer: FakeAppStore? = nil,
-                      secondsAgo: Int64 = 1, productType: String = "Consumable") -> String {
+                      secondsAgo: Int64 = 1, productType: String = "Consumable", accountToken: String? = nil) -> String {
         let store = signer ?? apple
         var transaction = FakeAppStore.transaction(transactionID: flowNo, environment: "Production",
                                                    signedDate: Self.nowMilliseconds() - 1_000)
         transaction["productId"] = "guodong600"
         transaction["type"] = productType
-        transaction.removeValue(forKey: "appAccountToken")
+        transaction["appAccountToken"] = accountToken
         var notification = FakeAppStore.notification(type: type, environment: "Production",
                                                      signedTransactionInfo: store.sign(transaction))
         notification["notificationUUID"] = uuid
