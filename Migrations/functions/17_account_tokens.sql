@@ -104,3 +104,70 @@ END;
 $$;
 CREATE OR REPLACE TRIGGER credits_claim_purchase AFTER INSERT ON wallet.credits
     FOR EACH ROW EXECUTE FUNCTION wallet.credit_claims_purchase();
+
+-- Credits an unclaimed purchase to `p_user_id` after a support check
+-- (Scripts/admin/claim.sql), through wallet.credit_many like every credit,
+-- and audits it. Refuses, changing nothing: a flowNO with no unclaimed
+-- purchase and no credit (WL002), a purchase whose account token is not
+-- `p_user_id`'s (WL010: the token names another player, as recorded or as
+-- computed for this one), and one the credit refuses (WL011: revoked since,
+-- or its product off the catalog). A flowNO credited already answers
+-- `already_credited` with that credit.
+CREATE OR REPLACE FUNCTION wallet.claim_purchase(p_flow_no TEXT, p_user_id TEXT, p_reason TEXT, p_operator TEXT)
+RETURNS TABLE (outcome TEXT, user_id TEXT, amount BIGINT, currency TEXT, entry_id BIGINT, balance BIGINT)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_purchase  wallet.unclaimed_purchases;
+    v_owner     TEXT;
+    v_expected  TEXT;
+    v_operation wallet.credit_operation;
+    v_result    wallet.credit_result;
+BEGIN
+    PERFORM wallet.require_text('flow_no', p_flow_no);
+    PERFORM wallet.require_text('user_id', p_user_id);
+    PERFORM wallet.require_text('reason', p_reason);
+    PERFORM wallet.require_text('operator', p_operator);
+    PERFORM wallet.lock_flow_nos(ARRAY[p_flow_no]);
+    SELECT * INTO v_purchase FROM wallet.unclaimed_purchases u WHERE u.flow_no = p_flow_no;
+    IF NOT FOUND THEN
+        RETURN QUERY
+        SELECT 'already_credited'::TEXT, c.user_id::TEXT, c.amount, c.currency::TEXT, c.entry_id, w.balance
+        FROM wallet.credits c JOIN wallet.wallets w ON w.user_id = c.user_id AND w.currency = c.currency
+        WHERE c.flow_no = p_flow_no;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'no unclaimed purchase and no credit for flowNO %', p_flow_no USING ERRCODE = 'WL002';
+        END IF;
+        INSERT INTO wallet.admin_audit (action, operator, reason, arguments, outcome)
+        VALUES ('claim', p_operator, p_reason, jsonb_build_object('flow_no', p_flow_no, 'user_id', p_user_id),
+                'already_credited');
+        RETURN;
+    END IF;
+    IF v_purchase.account_token IS NOT NULL THEN
+        v_owner := wallet.account_token_owner(v_purchase.store, v_purchase.account_token);
+        v_expected := CASE v_purchase.store WHEN 'apple' THEN wallet.apple_account_token(p_user_id)
+                                            ELSE wallet.google_account_id(p_user_id) END;
+        IF v_owner IS DISTINCT FROM p_user_id AND (v_owner IS NOT NULL OR v_expected IS DISTINCT FROM v_purchase.account_token) THEN
+            RAISE EXCEPTION 'the purchase of flowNO % carries another player''s account token (%)', p_flow_no,
+                coalesce('recorded for ' || v_owner, 'not ' || p_user_id || '''s') USING ERRCODE = 'WL010';
+        END IF;
+    END IF;
+    v_operation.client := 'admin:' || p_operator;
+    v_operation.flow_no := p_flow_no;
+    v_operation.user_id := p_user_id;
+    v_operation.product_id := v_purchase.product_id;
+    v_operation.quantity := v_purchase.quantity;
+    v_operation.source := 'appstore-notification';
+    v_operation.environment := v_purchase.environment;
+    SELECT * INTO v_result FROM wallet.credit_many(ARRAY[v_operation]);
+    IF v_result.outcome <> 'credited' THEN
+        RAISE EXCEPTION 'flowNO % cannot be credited: %', p_flow_no, v_result.outcome USING ERRCODE = 'WL011';
+    END IF;
+    INSERT INTO wallet.admin_audit (action, operator, reason, arguments, outcome, entry_ids)
+    VALUES ('claim', p_operator, p_reason,
+            jsonb_build_object('flow_no', p_flow_no, 'user_id', p_user_id, 'product_id', v_purchase.product_id,
+                               'quantity', v_purchase.quantity),
+            v_result.outcome, ARRAY[v_result.entry_id]);
+    RETURN QUERY SELECT v_result.outcome, p_user_id, v_result.amount, v_result.currency, v_result.entry_id,
+                        v_result.balance;
+END;
+$$;

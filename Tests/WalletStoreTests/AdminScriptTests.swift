@@ -106,6 +106,48 @@ struct AdminScriptTests {
         #expect(try books.audit().isEmpty)
     }
 
+    // MARK: claim.sql
+
+    @Test func claimCreditsAnUnclaimedPurchaseOnceAndRefusesAnotherPlayersToken() throws {
+        let books = try Books()
+        try books.connection.query("SELECT wallet.set_account_token_namespace('0d9c8b7a-6f5e-4d3c-9b2a-190817263544')")
+        // Two charges that named no player the wallet knew: one with no
+        // token, one with zed's (never issued to him yet).
+        try books.connection.query("""
+            SELECT wallet.keep_unclaimed_purchase('apple', '2000000777', 'guodong600', 1, 'Production', NULL),
+                   wallet.keep_unclaimed_purchase('apple', '2000000778', 'guodong600', 2, 'Production',
+                                                  upper(wallet.apple_account_token('zed')))
+            """)
+        let run = try books.psql.run("claim.sql", ["flow_no": "2000000777", "user_id": "u1", "reason": "ticket 4411",
+                                                   "operator": "alice"])
+        #expect(run.status == 0, "\(run)")
+        #expect(run.output.hasPrefix("credited flowNO 2000000777 to user u1: 600 coin, balance 600 (entry "), "\(run)")
+        #expect(try books.balance("u1") == 600)
+        let again = try books.psql.run("claim.sql", ["flow_no": "2000000777", "user_id": "u1", "reason": "ticket 4411",
+                                                     "operator": "alice"])
+        #expect(again.status == 0 && again.output.hasPrefix("already credited flowNO 2000000777 to user u1: 600 coin"),
+                "\(again)")
+        #expect(try books.balance("u1") == 600)
+        let audit = try books.audit()
+        #expect(audit.map(\.action) == ["claim", "claim"] && Set(audit.map(\.outcome)) == ["credited", "already_credited"])
+        #expect(audit.allSatisfy { $0.operatorName == "alice" && $0.reason == "ticket 4411" })
+
+        // zed's purchase is not u1's to claim; it is zed's.
+        let refused = try books.psql.run("claim.sql", ["flow_no": "2000000778", "user_id": "u1", "reason": "ticket 4412",
+                                                       "operator": "alice"])
+        #expect(refused.status == 3 && refused.errors.contains("another player's account token"), "\(refused)")
+        #expect(try books.balance("u1") == 600 && books.audit().count == 2)
+        let zed = try books.psql.run("claim.sql", ["flow_no": "2000000778", "user_id": "zed", "reason": "ticket 4412",
+                                                   "operator": "alice"])
+        #expect(zed.status == 0 && zed.output.hasPrefix("credited flowNO 2000000778 to user zed: 1200 coin"), "\(zed)")
+        #expect(try books.connection.query("SELECT count(*) FROM wallet.unclaimed_purchases")[0].decode(Int64.self, at: 0) == 0)
+        // A flowNO never seen is refused, naming it.
+        let unknown = try books.psql.run("claim.sql", ["flow_no": "2000000999", "user_id": "u1", "reason": "x",
+                                                       "operator": "alice"])
+        #expect(unknown.status == 3 && unknown.errors.contains("2000000999"), "\(unknown)")
+        #expect(try books.psql.run("check.sql").status == 0)
+    }
+
     // MARK: grant.sql and revoke.sql
 
     @Test func grantAppliesOnceAndRevokeStopsAtZeroUnlessAllowed() throws {
@@ -749,10 +791,11 @@ struct AdminScriptTests {
         #expect(readme.hasPrefix("## Admin scripts\n"))
         let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
             .filter { $0.hasSuffix(".sql") }.sorted()
-        #expect(names == ["check.sql", "events.sql", "grant.sql", "holds.sql", "product.sql", "refund.sql", "refunds.sql",
-                          "report.sql", "revoke.sql"])
+        #expect(names == ["check.sql", "claim.sql", "events.sql", "grant.sql", "holds.sql", "product.sql", "refund.sql",
+                          "refunds.sql", "report.sql", "revoke.sql"])
         let variables: [String: [String]] = [
             "check.sql": [],
+            "claim.sql": ["flow_no", "user_id", "reason", "operator"],
             "events.sql": ["user_id"],
             "holds.sql": [],
             "grant.sql": ["user_id", "amount", "currency", "reason", "operator"],
