@@ -76,19 +76,22 @@ LANGUAGE sql STABLE AS $$
     SELECT a.user_id::TEXT FROM wallet.account_tokens a WHERE a.store = p_store AND a.token = lower(p_token)
 $$;
 
--- Keeps a verified purchase that names no known player, once per flowNO;
--- nothing for a flowNO already credited. Returns whether it is kept now.
+-- Keeps a verified purchase that names no known player, once per flowNO
+-- (a Google one with its purchase token); nothing for a flowNO, or a
+-- token, already credited. Returns whether it is kept now.
 CREATE OR REPLACE FUNCTION wallet.keep_unclaimed_purchase(
-    p_store TEXT, p_flow_no TEXT, p_product_id TEXT, p_quantity INTEGER, p_environment TEXT, p_account_token TEXT)
+    p_store TEXT, p_flow_no TEXT, p_product_id TEXT, p_quantity INTEGER, p_environment TEXT, p_account_token TEXT,
+    p_purchase_token TEXT)
 RETURNS BOOLEAN
 LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM wallet.lock_flow_nos(ARRAY[p_flow_no]);
-    IF EXISTS (SELECT 1 FROM wallet.credits c WHERE c.flow_no = p_flow_no) THEN
+    IF EXISTS (SELECT 1 FROM wallet.credits c
+               WHERE c.flow_no = p_flow_no OR (p_purchase_token IS NOT NULL AND c.purchase_token = p_purchase_token)) THEN
         RETURN FALSE;
     END IF;
-    INSERT INTO wallet.unclaimed_purchases (flow_no, store, product_id, quantity, environment, account_token)
-    VALUES (p_flow_no, p_store, p_product_id, p_quantity, p_environment, lower(p_account_token))
+    INSERT INTO wallet.unclaimed_purchases (flow_no, store, product_id, quantity, environment, account_token, purchase_token)
+    VALUES (p_flow_no, p_store, p_product_id, p_quantity, p_environment, lower(p_account_token), p_purchase_token)
     ON CONFLICT (flow_no) DO NOTHING;
     RETURN FOUND;
 END;
@@ -156,8 +159,9 @@ BEGIN
     v_operation.user_id := p_user_id;
     v_operation.product_id := v_purchase.product_id;
     v_operation.quantity := v_purchase.quantity;
-    v_operation.source := 'appstore-notification';
+    v_operation.source := CASE v_purchase.store WHEN 'google' THEN 'googleplay' ELSE 'appstore-notification' END;
     v_operation.environment := v_purchase.environment;
+    v_operation.purchase_token := v_purchase.purchase_token;
     SELECT * INTO v_result FROM wallet.credit_many(ARRAY[v_operation]);
     IF v_result.outcome <> 'credited' THEN
         RAISE EXCEPTION 'flowNO % cannot be credited: %', p_flow_no, v_result.outcome USING ERRCODE = 'WL011';
@@ -170,4 +174,17 @@ BEGIN
     RETURN QUERY SELECT v_result.outcome, p_user_id, v_result.amount, v_result.currency, v_result.entry_id,
                         v_result.balance;
 END;
+$$;
+
+-- Deletes up to `p_limit` of the unclaimed purchases received before
+-- `p_before` (WALLET_UNCLAIMED_RETENTION_DAYS), oldest first; returns how
+-- many.
+CREATE OR REPLACE FUNCTION wallet.purge_unclaimed_purchases(p_before TIMESTAMPTZ, p_limit INTEGER) RETURNS INTEGER
+LANGUAGE sql AS $$
+    WITH gone AS (
+        DELETE FROM wallet.unclaimed_purchases u
+        WHERE u.flow_no IN (SELECT o.flow_no FROM wallet.unclaimed_purchases o WHERE o.received_at < p_before
+                            ORDER BY o.received_at LIMIT p_limit)
+        RETURNING 1)
+    SELECT count(*)::INTEGER FROM gone
 $$;

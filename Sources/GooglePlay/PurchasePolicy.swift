@@ -100,6 +100,27 @@ public struct PurchasePolicy: Sendable {
         requestedFlowNo: String?,
         requestedQuantity: Int?
     ) throws(PurchaseRefusal) -> Accepted {
+        try check(purchase, productID: productID, purchaseToken: purchaseToken, boundTo: userID,
+                  requestedFlowNo: requestedFlowNo, requestedQuantity: requestedQuantity)
+    }
+
+    /// Checks a purchase the store reported on its own, for a player whose
+    /// `obfuscatedExternalAccountId` the wallet does not know yet: every
+    /// check but the account binding (and no request to compare with).
+    public func checkUnbound(_ purchase: ProductPurchase, productID: String,
+                             purchaseToken: String) throws(PurchaseRefusal) -> Accepted {
+        try check(purchase, productID: productID, purchaseToken: purchaseToken, boundTo: nil, requestedFlowNo: nil,
+                  requestedQuantity: nil)
+    }
+
+    private func check(
+        _ purchase: ProductPurchase,
+        productID: String,
+        purchaseToken: String,
+        boundTo userID: String?,
+        requestedFlowNo: String?,
+        requestedQuantity: Int?
+    ) throws(PurchaseRefusal) -> Accepted {
         if let named = purchase.productId, named != productID {
             throw PurchaseRefusal(.productMismatch,
                                   "Google Play says this purchase is of another product than the one requested")
@@ -137,7 +158,7 @@ public struct PurchasePolicy: Sendable {
             throw PurchaseRefusal(.quantityOutOfRange, "the purchase quantity \(quantity) is outside 1...10")
         }
 
-        try checkAccountID(purchase.obfuscatedExternalAccountId, userID: userID)
+        if let userID { try checkAccountID(purchase.obfuscatedExternalAccountId, userID: userID) }
 
         let flowNo = Self.flowNo(orderID: purchase.orderId, purchaseToken: purchaseToken)
         if let requestedFlowNo, requestedFlowNo != flowNo {

@@ -31,13 +31,13 @@ extension WalletAPI {
     /// unclaimed ones as its credit commits). One refused (revoked since,
     /// say) stays there; the rest are still credited.
     private func claimUnclaimedPurchases(carrying tokens: AccountTokens, deadline: ContinuousClock.Instant) throws {
-        for purchase in try ledger.unclaimedPurchases(carrying: tokens, deadline: deadline) where purchase.store == .apple {
-            let operation = LedgerStore.CreditOperation(
-                client: "appstore-notification", flowNo: purchase.flowNo, userID: tokens.userID,
-                productID: purchase.productID, quantity: purchase.quantity, claimedAmount: nil,
-                source: .appStoreNotification, environment: purchase.environment)
+        for purchase in try ledger.unclaimedPurchases(carrying: tokens, deadline: deadline) {
+            let operation = purchase.credit(to: tokens.userID, client: "account-tokens")
             let result = try ledger.creditAndWait(operation, deadline: deadline)
-            if result.outcome == .credited { metrics.countCoins(.credited, result.credit?.amount ?? 0) }
+            if result.outcome == .credited {
+                metrics.countCoins(.credited, result.credit?.amount ?? 0)
+                metrics.countCredit(.claim)
+            }
             logger.info("unclaimed purchase claimed", ["flow_no": purchase.flowNo.rawValue,
                                                         "credit.outcome": result.outcome.rawValue])
         }

@@ -27,6 +27,9 @@ struct GooglePlayNotificationsAPI: Sendable {
     let authenticator: PushAuthenticator?
     let voids: GooglePlayVoids?
     let packageName: String?
+    /// The policy a ONE_TIME_PRODUCT_PURCHASED is credited under (the
+    /// app's calls' own); nil records it only.
+    let purchases: PurchasePolicy?
     /// Present when the route is set up.
     let work: BlockingWork?
     let metrics: Metrics
@@ -116,9 +119,84 @@ struct GooglePlayNotificationsAPI: Sendable {
         }
         if record.voids != nil { voids.count(applied) }
         metrics.countGooglePlayNotification(.applied(applied.outcome))
+        // A purchase is credited whatever the notification's outcome: a
+        // redelivery (a duplicate) after a failure still credits, once.
+        var charge = "-"
+        if case .oneTimeProduct(let type, let token, let sku) = notification.kind,
+           type == Self.oneTimeProductPurchased, let purchases, let sku {
+            charge = try credit(token: token, googleProductID: sku, policy: purchases, voids: voids, deadline: deadline)
+        }
         logger.info("Google Play notification applied", ["request.id": request.requestID, "googleplay.kind": record.kind.rawValue,
-                                                         "googleplay.outcome": applied.outcome.rawValue])
+                                                         "googleplay.outcome": applied.outcome.rawValue,
+                                                         "googleplay.charge": charge])
         return Response(status: 204)
+    }
+
+    /// `oneTimeProductNotification.notificationType` of a purchase made.
+    static let oneTimeProductPurchased = 1
+
+    /// Credits a one-time purchase Google reported on its own: read from
+    /// Google (`purchases.products.get`), checked by the app's calls'
+    /// policy, and credited once per token (and consumed) to the player its
+    /// `obfuscatedExternalAccountId` names, or kept as unclaimed when it
+    /// names none the wallet knows. Returns what became of it, for the log;
+    /// throws only what Pub/Sub should retry (Google or the ledger away).
+    private func credit(token: String, googleProductID: String, policy: PurchasePolicy, voids: GooglePlayVoids,
+                        deadline: ContinuousClock.Instant) throws -> String {
+        let ledger = voids.ledger
+        guard let productID = try ledger.catalogProduct(googleProductID: googleProductID, deadline: deadline) else {
+            return "refused:unknown_product"
+        }
+        let purchase: ProductPurchase
+        do {
+            purchase = try voids.client.productPurchase(productID: googleProductID, token: token,
+                                                        deadline: voids.client.deadline())
+        } catch {
+            switch error {
+            case .notFound, .refused:
+                return "refused:not_found"
+            case .unavailable, .malformedAnswer:
+                logger.warning("Google Play could not be asked about a pushed purchase", ["error": error.description])
+                throw WalletError.verificationUnavailable
+            }
+        }
+        let owner = try purchase.obfuscatedExternalAccountId.flatMap {
+            try ledger.accountTokenOwner(.google, token: $0, deadline: deadline)
+        }
+        let accepted: PurchasePolicy.Accepted
+        do throws(PurchaseRefusal) {
+            if let owner {
+                accepted = try policy.check(purchase, productID: googleProductID, purchaseToken: token, userID: owner.rawValue,
+                                            requestedFlowNo: nil, requestedQuantity: nil)
+            } else {
+                accepted = try policy.checkUnbound(purchase, productID: googleProductID, purchaseToken: token)
+            }
+        } catch {
+            return "refused:\(error.reason.rawValue)"
+        }
+        guard let flowNo = FlowNumber(accepted.flowNo), let quantity = Quantity(accepted.quantity) else {
+            return "refused:malformed"
+        }
+        let purchaseCredit = UnclaimedPurchase(store: .google, flowNo: flowNo, productID: productID, quantity: quantity,
+                                               environment: accepted.environment,
+                                               accountToken: purchase.obfuscatedExternalAccountId, purchaseToken: token)
+        guard let owner else {
+            try ledger.keepUnclaimed(purchaseCredit, deadline: deadline)
+            return "unclaimed"
+        }
+        let result = try ledger.creditAndWait(purchaseCredit.credit(to: owner, client: "googleplay-notification"),
+                                              deadline: deadline)
+        switch result.outcome {
+        case .credited:
+            metrics.countCoins(.credited, result.credit?.amount ?? 0)
+            metrics.countCredit(.notification)
+            metrics.countGoogleConsume(.queued)
+            return "credited"
+        case .replayed:
+            return "replayed"
+        default:
+            return "refused:\(result.outcome.rawValue)"
+        }
     }
 
     /// Google's voids of a pushed purchase token, and the flowNO they are

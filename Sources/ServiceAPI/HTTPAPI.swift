@@ -34,6 +34,8 @@ package final class HTTPAPI: Sendable {
         package var creditPolicy: CreditPolicy
         package var receipts: ReceiptVerifier
         package var googlePolicy: PurchasePolicy
+        /// Credit a one-time product from Google's own PURCHASED notification.
+        package var creditFromNotifications: Bool
         package var googlePackageName: String?
         package var storeLookups: Pool
         package var notifications: Pool
@@ -41,7 +43,9 @@ package final class HTTPAPI: Sendable {
 
         package init(requestTimeoutSeconds: Int, creditModes: Set<CreditSource>, appleEnvironments: [Environment],
                      creditPolicy: CreditPolicy, receipts: ReceiptVerifier, googlePolicy: PurchasePolicy,
-                     googlePackageName: String?, storeLookups: Pool, notifications: Pool, googlePushes: Pool) {
+                     creditFromNotifications: Bool = true, googlePackageName: String?, storeLookups: Pool,
+                     notifications: Pool, googlePushes: Pool) {
+            self.creditFromNotifications = creditFromNotifications
             self.requestTimeoutSeconds = requestTimeoutSeconds
             self.creditModes = creditModes
             self.appleEnvironments = appleEnvironments
@@ -97,6 +101,7 @@ package final class HTTPAPI: Sendable {
                     requestTimeoutSeconds: settings.requestTimeoutSeconds, logger: logger)
             .register(on: router)
         GooglePlayNotificationsAPI(authenticator: pushAuthenticator, voids: googleVoids, packageName: settings.googlePackageName,
+                                   purchases: settings.creditFromNotifications ? settings.googlePolicy : nil,
                                    work: googlePushWork, metrics: metrics,
                                    requestTimeoutSeconds: settings.requestTimeoutSeconds, logger: logger)
             .register(on: router)

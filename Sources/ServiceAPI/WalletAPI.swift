@@ -112,6 +112,7 @@ struct WalletAPI: Sendable {
             let replayed = result.outcome == .replayed
             if !replayed {
                 metrics.countCoins(.credited, credit.amount)
+                metrics.countCredit(.client)
                 // The credit's transaction queued its consume.
                 if operation.purchaseToken != nil { metrics.countGoogleConsume(.queued) }
             }

@@ -68,6 +68,7 @@ package struct AdminConsole: Sendable {
         router.add("GET", "/admin/audit", signedIn(audit))
         router.add("GET", "/admin/keys", signedIn(keys))
         router.add("GET", "/admin/webhooks", signedIn(webhooks))
+        router.add("GET", "/admin/unclaimed", signedIn(unclaimed))
         router.add("GET", "/admin/keys/{name}/revoke", signedIn(confirmRevoke))
         router.add("POST", "/admin/keys/{name}/revoke", signedIn(revoke))
         router.add("GET", "/admin/static/console.css", sync: { _ in
@@ -181,6 +182,10 @@ package struct AdminConsole: Sendable {
 
     func webhooks(_ request: Request, _ context: Context) throws -> Response {
         page(ConsolePages.webhooks(try context.queries.webhooks(), chrome: context.chrome))
+    }
+
+    func unclaimed(_ request: Request, _ context: Context) throws -> Response {
+        page(ConsolePages.unclaimed(try context.queries.unclaimed(), chrome: context.chrome))
     }
 
     func confirmRevoke(_ request: Request, _ context: Context) throws -> Response {

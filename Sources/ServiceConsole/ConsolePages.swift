@@ -18,7 +18,8 @@ enum ConsolePages {
             """
             <header>
             <nav aria-label="Console"><a href="/admin">Overview</a> <a href="/admin/audit">Audit</a> \
-            <a href="/admin/keys">Keys</a> <a href="/admin/webhooks">Webhooks</a></nav>
+            <a href="/admin/keys">Keys</a> <a href="/admin/webhooks">Webhooks</a> \
+            <a href="/admin/unclaimed">Unclaimed</a></nav>
             <form role="search" method="get" action="/admin/search">\
             <label for="search">Player or flowNO</label> \
             <input id="search" name="q" type="search" maxlength="128" required> \
@@ -270,6 +271,43 @@ enum ConsolePages {
             """)
     }
 
+    static func unclaimed(_ page: ConsoleStore.UnclaimedPage, chrome: Chrome) -> HTML {
+        document(title: "Unclaimed purchases", chrome: chrome, main: """
+            <h1>Unclaimed purchases</h1>
+            <p>\(page.total) verified purchases name no player the wallet knows: the store reported them with no account \
+            token, or one the wallet has not issued. Each is credited when the app's call for its flowNO arrives or when \
+            its player is issued the token it carries; after a support check, <code>Scripts/admin/claim.sql</code> \
+            credits one to a player.</p>
+            \(table(id: "unclaimed", caption: "The \(ConsoleStore.relatedMax) oldest; one older than an hour is marked",
+                    columns: ["Received", "Store", "flowNO", "Product", "Quantity", "Environment", "Account token"],
+                    rows: page.purchases.map { purchase in
+                        let late = purchase.receivedAt < Date().addingTimeInterval(-3600)
+                        return row([cell(purchase.receivedAt, class: late ? "alert" : nil), cell(purchase.store),
+                                    cell(purchase.flowNo, class: "id"), cell(purchase.productID),
+                                    cell(Int64(purchase.quantity)), cell(purchase.environment),
+                                    cell(purchase.accountToken ?? "none", class: "id")],
+                                   attributes: " data-flow-no=\"\(purchase.flowNo)\"")
+                    }))
+            """)
+    }
+
+    /// Which path credited a purchase, from its source and the client that
+    /// sent it.
+    static func creditPath(source: CreditSource, client: String) -> String {
+        switch (source, client) {
+        case (.appStoreNotification, "account-tokens"), (.googlePlay, "account-tokens"):
+            "claimed when its player was issued the account token it carries"
+        case (_, let client) where client.hasPrefix("admin:"):
+            "claimed by hand (Scripts/admin/claim.sql, \(client.dropFirst("admin:".count)))"
+        case (.appStoreNotification, _):
+            "the App Store's own ONE_TIME_CHARGE notification"
+        case (.googlePlay, "googleplay-notification"):
+            "Google Play's own ONE_TIME_PRODUCT_PURCHASED notification"
+        default:
+            "the app backend's call"
+        }
+    }
+
     private static func entryTable(id: String, caption: String, _ entries: [ConsoleStore.EntryRow]) -> HTML {
         table(id: id, caption: caption,
               columns: ["Entry", "Time", "Currency", "Kind", "Amount", "Balance after", "Reference", "Client", "Details"],
@@ -294,6 +332,7 @@ enum ConsolePages {
                 <dt>Status</dt><dd>\(credit.status.rawValue)</dd>
                 <dt>Refunded</dt><dd>\(refunded)</dd>
                 <dt>Verified by</dt><dd>\(credit.source.rawValue)</dd>
+                <dt>Credited through</dt><dd>\(creditPath(source: credit.source, client: credit.client))</dd>
                 <dt>Environment</dt><dd>\(credit.environment?.rawValue ?? "not reported")</dd>
                 <dt>API key</dt><dd>\(credit.client)</dd>
                 <dt>Credit entry</dt><dd>\(credit.entryID)</dd>

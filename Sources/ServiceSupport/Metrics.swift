@@ -112,6 +112,9 @@ package final class Metrics: Sendable, StoreMetrics {
         var webhookAttempts: [WebhookDeliveryStatus: UInt64] = [:]
         /// The endpoints' backlog as the webhook sender last read it.
         var webhookEndpoints: [WebhookEndpoint] = []
+        var credits: [CreditPath: UInt64] = [:]
+        /// Unclaimed purchases, and the oldest one's age, as upkeep last read them.
+        var unclaimed = UnclaimedPurchases(count: 0, oldestSeconds: 0)
     }
 
     /// How applying one Google Play void ended, for
@@ -211,6 +214,20 @@ package final class Metrics: Sendable, StoreMetrics {
         }
     }
 
+    /// Which path credited a purchase, for `wallet_credits_total`.
+    package enum CreditPath: String, MetricLabels {
+        /// The app backend's call (`POST /v1/credits`).
+        case client
+        /// The store's own notification, as it was pushed.
+        case notification
+        /// The store's notification, found by the reconcile sweep.
+        case sweep
+        /// An unclaimed purchase, once its player was issued its token.
+        case claim
+
+        package var labels: String { "path=\"\(rawValue)\"" }
+    }
+
     private let state = Locked(State())
     private let started = Date()
 
@@ -232,7 +249,18 @@ package final class Metrics: Sendable, StoreMetrics {
             state.googleNotifications = GoogleNotificationOutcome.zeros
             state.googleVoids = GoogleVoidOutcome.zeros
             state.webhookAttempts = WebhookDeliveryStatus.zeros
+            state.credits = CreditPath.zeros
         }
+    }
+
+    /// Counts a purchase credited (not a replay) by the path that credited it.
+    package func countCredit(_ path: CreditPath) {
+        state.withLock { $0.credits[path, default: 0] += 1 }
+    }
+
+    /// Keeps the unclaimed purchases' count and oldest age for the next scrape.
+    package func setUnclaimed(_ unclaimed: UnclaimedPurchases) {
+        state.withLock { $0.unclaimed = unclaimed }
     }
 
     /// Counts a webhook attempt by what it left its delivery: delivered,
@@ -430,6 +458,14 @@ package final class Metrics: Sendable, StoreMetrics {
                 out += "\(name){endpoint=\"\(endpoint.id)\"} \(value(endpoint))\n"
             }
         }
+        counters(&out, name: "wallet_credits_total",
+                 help: "Purchases credited (not replays) by the path that credited them, counted after COMMIT.",
+                 values: snapshot.credits)
+        out += "# HELP wallet_unclaimed_purchases Verified purchases that name no player the wallet knows, not yet credited.\n"
+        out += "# TYPE wallet_unclaimed_purchases gauge\nwallet_unclaimed_purchases \(snapshot.unclaimed.count)\n"
+        out += "# HELP wallet_unclaimed_purchase_oldest_seconds Age of the oldest unclaimed purchase; 0 when there is none.\n"
+        out += "# TYPE wallet_unclaimed_purchase_oldest_seconds gauge\n"
+        out += "wallet_unclaimed_purchase_oldest_seconds \(snapshot.unclaimed.oldestSeconds)\n"
         counters(&out, name: "wallet_coins_total", help: "Coins moved by the service, by kind, counted after COMMIT.",
                  label: "kind", values: snapshot.coins)
         out += "# HELP wallet_ready 1 when the service is ready (as /readyz answers 200), else 0.\n"

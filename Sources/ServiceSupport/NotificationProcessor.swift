@@ -112,7 +112,8 @@ package struct NotificationProcessor: Sendable {
         // redelivery (a duplicate) after a failure still credits, once.
         var charge: ChargeOutcome?
         if payload.notificationType == "ONE_TIME_CHARGE", let charges, let transaction {
-            charge = try credit(transaction, policy: charges, deadline: deadline)
+            charge = try credit(transaction, policy: charges, path: requestID == nil ? .sweep : .notification,
+                                deadline: deadline)
         }
         logger.info("notification applied", ["request.id": requestID ?? "reconcile", "appstore.type": payload.notificationType,
                                               "appstore.outcome": outcome.rawValue, "appstore.charge": charge?.text ?? "-"])
@@ -124,7 +125,7 @@ package struct NotificationProcessor: Sendable {
     /// `appAccountToken` names, under its transactionId as the flowNO (so
     /// the app's own call for it replays this credit, and this one replays
     /// the app's), or keeps it as unclaimed when no player is named.
-    private func credit(_ transaction: TransactionPayload, policy: CreditPolicy,
+    private func credit(_ transaction: TransactionPayload, policy: CreditPolicy, path: Metrics.CreditPath,
                         deadline: ContinuousClock.Instant) throws -> ChargeOutcome {
         guard transaction.type == .consumable else { return .ignored }
         guard let flowNo = FlowNumber(transaction.transactionId), let productID = ProductID(transaction.productId),
@@ -157,6 +158,7 @@ package struct NotificationProcessor: Sendable {
         switch result.outcome {
         case .credited:
             metrics.countCoins(.credited, result.credit?.amount ?? 0)
+            metrics.countCredit(path)
             return .credited
         case .replayed:
             return .replayed

@@ -94,7 +94,7 @@ package final class BackgroundWorkers: Sendable {
         webhooks = WebhookSender(ledger: ledger, settings: settings.webhooks, readiness: readiness, metrics: metrics,
                                  clock: clock, logger: logger)
         upkeep = Upkeep(ledger: ledger, readiness: readiness, migrate: settings.migrate, purge: settings.purge,
-                        clock: clock, logger: logger, afterSchema: afterSchema)
+                        metrics: metrics, clock: clock, logger: logger, afterSchema: afterSchema)
     }
 
     package func start() {

@@ -6,20 +6,24 @@ package import WalletStore
 
 /// Background work on one thread: bring the schema up (retrying with
 /// backoff while the database is unreachable), then purge expired
-/// idempotency records and events past their retention in small rounds.
+/// idempotency records, events and unclaimed purchases past their
+/// retention in small rounds, and read how many purchases wait unclaimed
+/// for /metrics.
 package final class Upkeep: Sendable {
     /// Which idempotency records and events go, and how much of them at a time.
     package struct Purge: Sendable {
         package var retentionHours: Int
         package var eventRetentionDays: Int
+        package var unclaimedRetentionDays: Int
         package var intervalSeconds: Double
         package var roundRowsMax: Int
         package var roundsMax: Int
 
-        package init(retentionHours: Int, eventRetentionDays: Int, intervalSeconds: Double, roundRowsMax: Int,
-                     roundsMax: Int) {
+        package init(retentionHours: Int, eventRetentionDays: Int, unclaimedRetentionDays: Int, intervalSeconds: Double,
+                     roundRowsMax: Int, roundsMax: Int) {
             self.retentionHours = retentionHours
             self.eventRetentionDays = eventRetentionDays
+            self.unclaimedRetentionDays = unclaimedRetentionDays
             self.intervalSeconds = intervalSeconds
             self.roundRowsMax = roundRowsMax
             self.roundsMax = roundsMax
@@ -30,6 +34,7 @@ package final class Upkeep: Sendable {
     private let readiness: Readiness
     private let migrate: Bool
     private let purge: Purge
+    private let metrics: Metrics
     private let clock: any WorkClock
     private let logger: Logger
     /// What must be read from the database once the schema is up, before
@@ -37,12 +42,13 @@ package final class Upkeep: Sendable {
     private let afterSchema: @Sendable () throws -> Void
     private let state = Monitor(RunState())
 
-    package init(ledger: Ledger, readiness: Readiness, migrate: Bool, purge: Purge, clock: any WorkClock, logger: Logger,
-                 afterSchema: @escaping @Sendable () throws -> Void) {
+    package init(ledger: Ledger, readiness: Readiness, migrate: Bool, purge: Purge, metrics: Metrics, clock: any WorkClock,
+                 logger: Logger, afterSchema: @escaping @Sendable () throws -> Void) {
         self.ledger = ledger
         self.readiness = readiness
         self.migrate = migrate
         self.purge = purge
+        self.metrics = metrics
         self.clock = clock
         self.logger = logger
         self.afterSchema = afterSchema
@@ -94,6 +100,11 @@ package final class Upkeep: Sendable {
             try ledger.purgeWebhookDeliveries(olderThanDays: purge.eventRetentionDays, limit: purge.roundRowsMax)
         }
         if deliveries > 0 { logger.info("webhook deliveries purged", ["purge.rows": String(deliveries)]) }
+        let unclaimed = purgeInRounds(stopping) {
+            try ledger.purgeUnclaimedPurchases(olderThanDays: purge.unclaimedRetentionDays, limit: purge.roundRowsMax)
+        }
+        if unclaimed > 0 { logger.warning("unclaimed purchases deleted after their retention", ["purge.rows": String(unclaimed)]) }
+        if let waiting = try? ledger.unclaimedPurchases() { metrics.setUnclaimed(waiting) }
     }
 
     /// Runs `round` until it deletes less than a full round, at most

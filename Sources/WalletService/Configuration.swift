@@ -73,6 +73,9 @@ public struct Configuration: Sendable {
     /// How long events are kept for the feed and webhooks (the ledger keeps
     /// every entry for good); a cursor older than this is 410.
     public var eventRetentionDays = 30
+    /// How long a purchase that names no known player is kept for its
+    /// player to claim.
+    public var unclaimedRetentionDays = 90
     /// Webhook delivery: threads sending at once, each attempt's time limit,
     /// how long an event is retried, the first pause between attempts
     /// (doubling to an hour), and whether http:// endpoints are allowed.

@@ -201,6 +201,8 @@ extension Configuration {
             variable("WALLET_IDEMPOTENCY_RETENTION_HOURS", \.idempotencyRetentionHours,
                      idempotencyRetentionHoursMin...87_600, field: "idempotencyRetentionHours"),
             variable("WALLET_EVENTS_RETENTION_DAYS", \.eventRetentionDays, 1...3_650, field: "eventRetentionDays"),
+            variable("WALLET_UNCLAIMED_RETENTION_DAYS", \.unclaimedRetentionDays, 1...3_650,
+                     field: "unclaimedRetentionDays"),
             variable("WALLET_WEBHOOKS_THREADS", \.webhookThreads, 1...64, field: "webhookThreads"),
             variable("WALLET_WEBHOOKS_TIMEOUT_SECONDS", \.webhookTimeoutSeconds, 1...60, field: "webhookTimeoutSeconds"),
             variable("WALLET_WEBHOOKS_RETRY_HOURS", \.webhookRetryHours, 1...720, field: "webhookRetryHours"),

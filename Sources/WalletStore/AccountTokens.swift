@@ -64,15 +64,26 @@ public struct UnclaimedPurchase: Sendable, Equatable {
     public var environment: PurchaseEnvironment
     /// As the purchase carried it, lowercase; nil if it carried none.
     public var accountToken: String?
+    /// A Google Play purchase's token: its credit is the token's.
+    public var purchaseToken: String?
 
     public init(store: AccountTokenStore, flowNo: FlowNumber, productID: ProductID, quantity: Quantity,
-                environment: PurchaseEnvironment, accountToken: String?) {
+                environment: PurchaseEnvironment, accountToken: String?, purchaseToken: String? = nil) {
         self.store = store
         self.flowNo = flowNo
         self.productID = productID
         self.quantity = quantity
         self.environment = environment
         self.accountToken = accountToken?.lowercased()
+        self.purchaseToken = purchaseToken
+    }
+
+    /// Its credit, to `userID`: under its flowNO, from the store's own
+    /// report (`appstore-notification`), or Google's token (`googleplay`).
+    public func credit(to userID: UserID, client: String) -> LedgerStore.CreditOperation {
+        LedgerStore.CreditOperation(client: client, flowNo: flowNo, userID: userID, productID: productID, quantity: quantity,
+                                    claimedAmount: nil, source: purchaseToken == nil ? .appStoreNotification : .googlePlay,
+                                    environment: environment, purchaseToken: purchaseToken)
     }
 }
 
@@ -100,7 +111,7 @@ extension Ledger {
             try connection.prepared("""
                 SELECT wallet.keep_unclaimed_purchase(\(purchase.store.rawValue), \(purchase.flowNo.rawValue),
                     \(purchase.productID.rawValue), \(Int32(purchase.quantity.value)), \(purchase.environment.rawValue),
-                    \(purchase.accountToken))
+                    \(purchase.accountToken), \(purchase.purchaseToken))
                 """)[0].decode(Bool.self, at: 0)
         }
     }
@@ -110,7 +121,8 @@ extension Ledger {
                                    deadline: ContinuousClock.Instant) throws -> [UnclaimedPurchase] {
         try reads.run(deadline: deadline) { connection in
             try connection.prepared("""
-                SELECT store, flow_no, product_id, quantity, environment, account_token FROM wallet.unclaimed_purchases
+                SELECT store, flow_no, product_id, quantity, environment, account_token, purchase_token
+                FROM wallet.unclaimed_purchases
                 WHERE (store = 'apple' AND account_token = \(tokens.apple?.lowercased()))
                    OR (store = 'google' AND account_token = \(tokens.google.lowercased()))
                 ORDER BY received_at LIMIT 100
@@ -122,8 +134,58 @@ extension Ledger {
                       let environment = PurchaseEnvironment(rawValue: try row.decode(String.self, at: 4)) else { return nil }
                 return UnclaimedPurchase(store: store, flowNo: flowNo, productID: productID, quantity: quantity,
                                          environment: environment,
-                                         accountToken: try row.decodeIfPresent(String.self, at: 5))
+                                         accountToken: try row.decodeIfPresent(String.self, at: 5),
+                                         purchaseToken: try row.decodeIfPresent(String.self, at: 6))
             }
         }
+    }
+}
+
+/// How many purchases wait unclaimed, and the oldest one's age.
+public struct UnclaimedPurchases: Sendable, Equatable {
+    public var count: Int64
+    public var oldestSeconds: Int64
+
+    public init(count: Int64, oldestSeconds: Int64) {
+        self.count = count
+        self.oldestSeconds = oldestSeconds
+    }
+}
+
+extension Ledger {
+    /// The unclaimed purchases' count and the oldest one's age, for /metrics.
+    public func unclaimedPurchases() throws -> UnclaimedPurchases {
+        try reads.run { connection in
+            let row = try connection.prepared("""
+                SELECT count(*), coalesce(extract(epoch FROM now() - min(received_at))::BIGINT, 0)
+                FROM wallet.unclaimed_purchases
+                """)[0]
+            return UnclaimedPurchases(count: try row.decode(Int64.self, at: 0), oldestSeconds: try row.decode(Int64.self, at: 1))
+        }
+    }
+
+    /// Deletes up to `limit` of the unclaimed purchases received more than
+    /// `days` ago; returns how many.
+    public func purgeUnclaimedPurchases(olderThanDays days: Int, limit: Int) throws -> Int {
+        try writeBounded(.statement, pool: pool, metrics: metrics, deadline: .now + .seconds(30)) { connection in
+            Int(try connection.prepared("""
+                SELECT wallet.purge_unclaimed_purchases(now() - make_interval(days => \(Int32(days))), \(Int32(limit)))
+                """)[0].decode(Int32.self, at: 0))
+        }
+    }
+}
+
+extension Ledger {
+    /// The catalog product a Google Play product id buys: the one active
+    /// product it names (its own id when it names none), or nil when none
+    /// or several do.
+    public func catalogProduct(googleProductID: String, deadline: ContinuousClock.Instant) throws -> ProductID? {
+        let names = try reads.run(deadline: deadline) { connection in
+            try connection.prepared("""
+                SELECT product_id FROM wallet.products
+                WHERE active AND coalesce(google_product_id, product_id) = \(googleProductID)
+                """).map { try $0.decode(String.self, at: 0) }
+        }
+        return names.count == 1 ? ProductID(names[0]) : nil
     }
 }

@@ -361,6 +361,37 @@ public struct ConsoleStore: Sendable {
 
     /// The endpoints with their backlog, and the deliveries tried most
     /// recently (newest `relatedMax`).
+    public struct UnclaimedRow: Sendable {
+        public var store: String
+        public var flowNo: String
+        public var productID: String
+        public var quantity: Int
+        public var environment: String
+        public var accountToken: String?
+        public var receivedAt: Date
+    }
+
+    public struct UnclaimedPage: Sendable {
+        public var total: Int64
+        /// The oldest, at most `relatedMax`.
+        public var purchases: [UnclaimedRow]
+    }
+
+    static func unclaimed(on connection: Connection) throws -> UnclaimedPage {
+        let total = try connection.query("SELECT count(*) FROM wallet.unclaimed_purchases")[0].decode(Int64.self, at: 0)
+        let purchases = try connection.query("""
+            SELECT store, flow_no, product_id, quantity, environment, account_token, received_at
+            FROM wallet.unclaimed_purchases ORDER BY received_at, flow_no LIMIT \(relatedMax)
+            """).map { row in
+            UnclaimedRow(store: try row.decode(String.self, at: 0), flowNo: try row.decode(String.self, at: 1),
+                         productID: try row.decode(String.self, at: 2), quantity: try row.decode(Int.self, at: 3),
+                         environment: try row.decode(String.self, at: 4),
+                         accountToken: try row.decodeIfPresent(String.self, at: 5),
+                         receivedAt: try row.decode(Date.self, at: 6))
+        }
+        return UnclaimedPage(total: total, purchases: purchases)
+    }
+
     public struct WebhooksPage: Sendable {
         public var endpoints: [WebhookEndpoint]
         public var recent: [DeliveryRow]
@@ -636,6 +667,10 @@ public struct ConsoleQueries {
 
     public func webhooks() throws -> ConsoleStore.WebhooksPage {
         try ConsoleStore.webhooks(on: connection)
+    }
+
+    public func unclaimed() throws -> ConsoleStore.UnclaimedPage {
+        try ConsoleStore.unclaimed(on: connection)
     }
 }
 

@@ -95,6 +95,8 @@ public enum AuditAction: String, Sendable, CaseIterable, PostgresDecodable, Post
     case webhookAdd = "webhook_add"
     case webhookDisable = "webhook_disable"
     case webhookEnable = "webhook_enable"
+    /// An unclaimed purchase credited by hand (Scripts/admin/claim.sql).
+    case claim
 }
 
 /// The type of Apple's decisive refund notification for a flowNO:

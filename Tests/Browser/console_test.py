@@ -602,7 +602,7 @@ class Suite:
     # The tests.
 
     def test_pages_need_a_session(self):
-        for path in ("/admin", "/admin/audit", "/admin/keys", "/admin/webhooks"):
+        for path in ("/admin", "/admin/audit", "/admin/keys", "/admin/webhooks", "/admin/unclaimed"):
             answer = self.get(path)
             check(answer.status in (302, 303), f"GET {path} without a session: expected 303, got {answer.status}")
             landed = answer.location_path(self.base)
@@ -953,6 +953,42 @@ class Suite:
             # Nothing listens there: stop trying, so the later tests run on a quiet service.
             self.service.psql(f"SELECT wallet.set_webhook_enabled({failing}, FALSE, 'console-test')")
 
+    def test_unclaimed_purchases(self):
+        """The Unclaimed page lists the purchases that name no known player, oldest first, one past an hour
+        marked; once one is credited it is gone, and its credit's page says how it was credited."""
+        self.service.psql(
+            "SELECT wallet.keep_unclaimed_purchase('apple', '7100000001', 'guodong600', 1, 'Production', NULL, NULL), "
+            "wallet.keep_unclaimed_purchase('google', 'GPA.7100-0002', 'guodong1200', 2, 'Production', "
+            "wallet.google_account_id('ghost'), 'tok-console-unclaimed')")
+        # The first has waited two hours (backdated here; the service never changes it).
+        self.service.psql("UPDATE wallet.unclaimed_purchases SET received_at = now() - interval '2 hours' "
+                          "WHERE flow_no = '7100000001'")
+        driver = self.signed_in_browser()
+        link = element(driver, "header nav a[href='/admin/unclaimed']")
+        check(link is not None and link.text.strip() == "Unclaimed", "the header has no Unclaimed link")
+        click_and_wait(driver, link, "the Unclaimed page")
+        check(path_of(driver) == "/admin/unclaimed", f"the Unclaimed link led to {path_of(driver)}")
+        rows = driver.execute_script("""
+            return Array.from(document.querySelectorAll('table#unclaimed tbody tr')).map(r =>
+                [r.dataset.flowNo || '', Array.from(r.cells).map(c => [c.className, c.textContent.trim()])]);""")
+        check([row[0] for row in rows] == ["7100000001", "GPA.7100-0002"], f"GET /admin/unclaimed: rows {rows}")
+        first, second = rows[0][1], rows[1][1]
+        check(first[0][0] == "alert" and second[0][0] != "alert", f"only the two-hour-old purchase is marked: {rows}")
+        check([cell[1] for cell in first[1:]] == ["apple", "7100000001", "guodong600", "1", "Production", "none"],
+              f"the App Store purchase's cells: {first}")
+        check(second[1][1] == "google" and second[4][1] == "2" and len(second[6][1]) == 64,
+              f"the Google purchase's cells: {second}")
+        # Claimed by hand: gone from the page; its credit says how it was credited.
+        self.service.psql("SELECT * FROM wallet.claim_purchase('7100000001', 'claimer', 'ticket 1', 'console-test')")
+        driver.get(self.base + "/admin/unclaimed")
+        left = driver.execute_script(
+            "return Array.from(document.querySelectorAll('table#unclaimed tbody tr')).map(r => r.dataset.flowNo);")
+        check(left == ["GPA.7100-0002"], f"GET /admin/unclaimed after the claim: {left}")
+        driver.get(self.base + "/admin/credits/7100000001")
+        details = driver.find_element(By.ID, "credit").text
+        check("claimed by hand (Scripts/admin/claim.sql, console-test)" in details,
+              f"the claimed credit's page does not say how it was credited: {details!r}")
+
     def test_sign_out(self):
         cookie = self.http_sign_in(self.keys["admin"])
         page = self.get("/admin", cookie)
@@ -1208,6 +1244,7 @@ def run(args):
         step("hostile text stays text", suite.test_hostile_text_stays_text)
         step("revoking a key ends its sessions", suite.test_revoke_key_ends_its_sessions)
         step("webhooks page and the player's events", suite.test_webhooks_and_player_events)
+        step("unclaimed purchases page", suite.test_unclaimed_purchases)
         step("sign out", suite.test_sign_out)
         if step("seed 10,000 players and 200,000 entries", suite.test_seed):
             step("chart matches the ledger", suite.test_chart_matches_ledger)

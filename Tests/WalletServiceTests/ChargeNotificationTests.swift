@@ -34,6 +34,8 @@ struct ChargeNotificationTests {
                 $0.apple.rootCertificatePaths = [rootFile]
                 $0.apple.accountTokenNamespace = ChargeNotificationTests.namespace
                 $0.creditFromNotifications = creditFromNotifications
+                // Upkeep reads the unclaimed purchases for /metrics each round.
+                $0.idempotencyPurgeIntervalSeconds = 1
             }
         }
 
@@ -75,6 +77,19 @@ struct ChargeNotificationTests {
             return (response.status, charge, outcome)
         }
 
+        /// The value of one series of /metrics, once it equals `expected`
+        /// (gauges upkeep sets catch up within seconds), or the last read.
+        func metric(_ series: String, becomes expected: String) throws -> String? {
+            var value: String?
+            for _ in 0..<100 {
+                let text = try service.request("GET", "/metrics").text
+                value = text.split(separator: "\n").first { $0.hasPrefix(series + " ") }.map { String($0.dropFirst(series.count + 1)) }
+                if value == expected { break }
+                Thread.sleep(forTimeInterval: 0.1)
+            }
+            return value
+        }
+
         func credits(_ flowNo: String) throws -> Int {
             try service.count("SELECT count(*) FROM wallet.credits WHERE flow_no = '\(flowNo)'")
         }
@@ -101,6 +116,8 @@ struct ChargeNotificationTests {
         #expect(try late.json()["credit"]?["amount"] == 600)
         #expect(try rig.service.balance(of: "cleo") == 600)
         #expect(try rig.service.count("SELECT count(*) FROM wallet.events WHERE type = 'credit.created'") == 1)
+        #expect(try rig.metric(#"wallet_credits_total{path="notification"}"#, becomes: "1") == "1")
+        #expect(try rig.metric(#"wallet_credits_total{path="client"}"#, becomes: "0") == "0")
         #expect(try rig.service.violations() == [])
     }
 
@@ -161,6 +178,7 @@ struct ChargeNotificationTests {
         // Kept once however often Apple sends it.
         #expect(try rig.notify(rig.body("ONE_TIME_CHARGE", flowNo: "2000000000000301", token: token)).charge == "unclaimed")
         #expect(try rig.service.count("SELECT count(*) FROM wallet.unclaimed_purchases") == 2)
+        #expect(try rig.metric("wallet_unclaimed_purchases", becomes: "2") == "2")
 
         // gus signs in: the wallet issues his token and credits what it carried, once.
         #expect(try rig.token(of: "gus") == token)
@@ -173,6 +191,10 @@ struct ChargeNotificationTests {
         // The one with no token leaves when the app's call for it arrives.
         #expect(try rig.service.credit(userID: "hana", flowNo: "2000000000000302").status == 201)
         #expect(try rig.service.count("SELECT count(*) FROM wallet.unclaimed_purchases") == 0)
+        #expect(try rig.metric(#"wallet_credits_total{path="claim"}"#, becomes: "1") == "1")
+        #expect(try rig.metric(#"wallet_credits_total{path="client"}"#, becomes: "1") == "1")
+        #expect(try rig.metric("wallet_unclaimed_purchases", becomes: "0") == "0")
+        #expect(try rig.metric("wallet_unclaimed_purchase_oldest_seconds", becomes: "0") == "0")
         #expect(try rig.service.violations() == [])
     }
 

@@ -152,7 +152,7 @@ struct ConfigurationTests {
 
     @Test func limitsOutOfRangeStopStartUpNamingTheirVariable() throws {
         let read = Configuration.integerSettings.filter { $0.variable != nil }
-        #expect(read.count == 23)
+        #expect(read.count == 24)
         for setting in read {
             let name = try #require(setting.variable)
             let allowed = setting.allowed(in: try Configuration.load(environment: [:]))

@@ -33,7 +33,7 @@ extension SchemaUpgradeTests {
             == ["0014_googleplay_hardening.sql", "0015_console_scope_and_refusal_samples.sql",
                 "0016_console_cookie_key.sql", "0017_one_posting.sql", "0018_set_based_holds.sql",
                 "0019_events.sql", "0020_webhooks.sql", "0021_webhook_batches.sql", "0022_account_tokens.sql",
-                "0023_notification_credits.sql"])
+                "0023_notification_credits.sql", "0024_purchase_claims.sql", "0025_unclaimed_google_purchases.sql"])
         // Every balance, held amount, entry, credit, hold and stored answer is as it was.
         let after = try previous.snapshot()
         for (table, rows) in before {

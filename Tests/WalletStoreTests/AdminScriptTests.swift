@@ -114,9 +114,9 @@ struct AdminScriptTests {
         // Two charges that named no player the wallet knew: one with no
         // token, one with zed's (never issued to him yet).
         try books.connection.query("""
-            SELECT wallet.keep_unclaimed_purchase('apple', '2000000777', 'guodong600', 1, 'Production', NULL),
+            SELECT wallet.keep_unclaimed_purchase('apple', '2000000777', 'guodong600', 1, 'Production', NULL, NULL),
                    wallet.keep_unclaimed_purchase('apple', '2000000778', 'guodong600', 2, 'Production',
-                                                  upper(wallet.apple_account_token('zed')))
+                                                  upper(wallet.apple_account_token('zed')), NULL)
             """)
         let run = try books.psql.run("claim.sql", ["flow_no": "2000000777", "user_id": "u1", "reason": "ticket 4411",
                                                    "operator": "alice"])
