@@ -67,7 +67,7 @@ test: deps
 # and the `wallet` servers the tests start) writes its reports to
 # .build-tsan/reports/; any report fails the target. Not part of `make test`:
 # the sanitizer makes the suites several times slower.
-TSAN_SUITES := MonitorTests|BoundedCacheTests|LauncherProcessTests|WorkQueueTests|PoolTests|GroupCommitTests|GroupCommitServiceTests|ServerTests|OperationsTests|StallTests|AuthenticatorCacheTests|ChainCacheTests|RefundRaceTests|CreditDebitTests|ServerThreadReadsTests|NotificationWorkTests|SlowClientTests|ServerAPIThreadTests|HoldTests|SynchronousReplicationTests|MultiInstanceTests|ConsoleTests|GooglePlayCreditTests|GooglePlayVoidTests|AccessTokenTests|PushAuthenticationTests|ConnectionLimitTests|ConsoleFloodTests|UnconfirmedWriteTests|WebhookTests|WebhookTransportTests|EventFeedTests
+TSAN_SUITES := MonitorTests|BoundedCacheTests|LauncherProcessTests|WorkQueueTests|PoolTests|GroupCommitTests|GroupCommitServiceTests|ServerTests|OperationsTests|StallTests|AuthenticatorCacheTests|ChainCacheTests|RefundRaceTests|CreditDebitTests|ServerThreadReadsTests|NotificationWorkTests|SlowClientTests|ServerAPIThreadTests|HoldTests|SynchronousReplicationTests|MultiInstanceTests|ConsoleTests|GooglePlayCreditTests|GooglePlayVoidTests|AccessTokenTests|PushAuthenticationTests|ConnectionLimitTests|ConsoleFloodTests|UnconfirmedWriteTests|WebhookTests|WebhookTransportTests|EventFeedTests|ChargeNotificationTests|AccountTokenTests
 TSAN_REPORTS := .build-tsan/reports
 tsan: deps
 	$(SWIFT) build --build-tests --build-path .build-tsan --sanitize=thread $(SWIFT_FLAGS)

@@ -24,7 +24,10 @@ struct MetricsLabelTests {
         let metrics = try service.request("GET", "/metrics")
         #expect(metrics.status == 200)
         #expect(metrics.body.count - before < 4 << 10, "the exposition grew from \(before) to \(metrics.body.count) bytes")
-        #expect(metrics.body.count < 128 << 10)
+        // The whole exposition's budget: it grows with the routes (each has
+        // a latency histogram per status class from start-up), never with
+        // what clients send.
+        #expect(metrics.body.count < 160 << 10)
         #expect(metrics.text.contains(#"wallet_http_requests_total{route="unmatched",method="other",status="4xx"} 300"#))
     }
 }
