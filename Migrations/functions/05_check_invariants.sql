@@ -138,5 +138,37 @@ LANGUAGE sql STABLE AS $$
     JOIN LATERAL (SELECT v.id, v.balance_after, v.held FROM wallet.events v
                   WHERE v.user_id = w.user_id AND v.currency = w.currency ORDER BY v.id DESC LIMIT 1) l ON TRUE
     WHERE (l.balance_after, l.held) <> (w.balance, w.held)
+    UNION ALL
+    -- A wallet's lots hold its balance, less its debt (Migrations/0026_lots.sql).
+    SELECT 'lots_hold_balance', w.user_id || '/' || w.currency,
+           format('balance %s, lots hold %s', w.balance, coalesce(l.total, 0))
+    FROM wallet.wallets w
+    LEFT JOIN (SELECT l.user_id, l.currency, sum(l.remaining) AS total FROM wallet.lots l
+               GROUP BY l.user_id, l.currency) l ON l.user_id = w.user_id AND l.currency = w.currency
+    WHERE greatest(0, w.balance) <> coalesce(l.total, 0)
+    UNION ALL
+    -- A lot holds what its entries made, refilled and took (an opening lot
+    -- starts with its amount), all in its own wallet.
+    SELECT 'lot_matches_its_entries', 'lot:' || l.id,
+           format('remaining %s, amount %s, moves %s', l.remaining, l.amount, coalesce(m.total, 0))
+    FROM wallet.lots l
+    LEFT JOIN (SELECT t.lot_id, sum(t.amount) AS total, bool_and(e.user_id IS NOT NULL) AS own,
+                      count(*) FILTER (WHERE t.entry_id = x.entry_id AND t.amount = x.amount) AS making
+               FROM wallet.entry_lots t
+               JOIN wallet.lots x ON x.id = t.lot_id
+               LEFT JOIN wallet.entries e ON e.id = t.entry_id AND e.user_id = x.user_id AND e.currency = x.currency
+               GROUP BY t.lot_id) m ON m.lot_id = l.id
+    WHERE l.remaining <> coalesce(m.total, 0) + CASE WHEN l.entry_id IS NULL THEN l.amount ELSE 0 END
+       OR NOT coalesce(m.own, TRUE) OR (l.entry_id IS NOT NULL AND coalesce(m.making, 0) <> 1)
+    UNION ALL
+    -- Each entry since lots exist moved its lots by what it added or took
+    -- above the debt line.
+    SELECT 'entry_moves_its_lots', e.user_id || '/' || e.currency,
+           format('entry %s moved lots by %s, expected %s', e.id, coalesce(sum(t.amount), 0), e.lot_delta)
+    FROM (SELECT x.id, x.user_id, x.currency, greatest(0, x.balance_after) - greatest(0, x.balance_after - x.amount) AS lot_delta FROM wallet.entries x
+          WHERE x.id >= (SELECT s.first_entry_id FROM wallet.lot_settings s)) e
+    LEFT JOIN wallet.entry_lots t ON t.entry_id = e.id
+    GROUP BY e.id, e.user_id, e.currency, e.lot_delta
+    HAVING coalesce(sum(t.amount), 0) <> e.lot_delta
     ORDER BY 1, 2, 3;
 $$;

@@ -125,8 +125,9 @@ $$;
 -- that moves only held coins.
 --
 -- It is the only code that inserts into wallet.entries or wallet.events and
--- the only code that changes wallet.wallets.balance or held, so the ledger's
--- and the events' shape is made here once: an entry's balance_after (and an
+-- the only code that changes wallet.wallets.balance or held (and, through
+-- wallet.move_lots, the only code that makes, takes or refills lots), so
+-- the ledger's and the events' shape is made here once: an entry's balance_after (and an
 -- event's held) is its wallet's before the call plus what was posted to the
 -- wallet up to and including it, in posting order, and entry and event ids
 -- are drawn in posting order (each nextval of a session is greater than its
@@ -207,6 +208,170 @@ BEGIN
     IF v_posted <> cardinality(p_postings) THEN
         RAISE EXCEPTION 'post_entries: a posting names no wallet' USING ERRCODE = 'WL003';
     END IF;
+    PERFORM wallet.move_lots(p_postings, v_entries);
     RETURN v_entries;
+END;
+$$;
+
+-- How one entry moves its wallet's lots (Migrations/0026_lots.sql): by
+-- `delta`, the part of its amount above the debt line, positive when it
+-- makes or refills lots and negative when it takes from them; `rule` is how
+-- it takes: whether expired coins may be taken (only a debit that is no
+-- capture may not: a capture's coins were kept for its hold) and which
+-- purchase's lot goes first (a refund's own).
+CREATE OR REPLACE FUNCTION wallet.lot_delta(p_balance_after BIGINT, p_amount BIGINT)
+RETURNS BIGINT
+LANGUAGE sql IMMUTABLE
+RETURN greatest(0, p_balance_after) - greatest(0, p_balance_after - p_amount);
+
+-- Moves the lots of posted entries (`p_entries[i]` is `p_postings[i]`'s
+-- entry, or NULL), under the wallet locks wallet.post_entries' caller
+-- holds:
+-- - an increase repays the debt first (the balance was below zero), then
+--   makes a lot with the rest: a purchase lot (paid) for a credit, a grant
+--   lot for a grant; a refund reversal refills the lots its refund took;
+-- - a decrease takes from the wallet's lots in spending order: the refund's
+--   own purchase first, then soonest expiry (coins that never expire last),
+--   free before paid, oldest first; what no lot covers becomes debt.
+-- When every wallet's moves in a call are alike (all of them make lots, or
+-- all take by the same rule) they are made in two statements whatever
+-- their number; otherwise each entry's moves are made on their own, in
+-- posting order.
+CREATE OR REPLACE FUNCTION wallet.move_lots(p_postings wallet.posting[], p_entries wallet.entries[])
+RETURNS VOID
+LANGUAGE plpgsql
+SET enable_seqscan = off
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_alike BOOLEAN;
+BEGIN
+    SELECT coalesce(bool_and(m.rules = 1) AND (sum(m.refills) = 0 OR sum(m.moves) = 1), TRUE) INTO v_alike
+    FROM (SELECT count(DISTINCT (wallet.lot_delta(e.balance_after, e.amount) > 0,
+                                 q.kind = 'debit' AND q.hold_id IS NULL,
+                                 CASE WHEN e.kind = 'refund' THEN e.reference END)) AS rules,
+                 count(*) FILTER (WHERE e.kind = 'refund_reversal') AS refills, count(*) AS moves
+          FROM unnest(p_entries) WITH ORDINALITY e JOIN unnest(p_postings) WITH ORDINALITY q USING (ordinality)
+          WHERE e.id IS NOT NULL AND wallet.lot_delta(e.balance_after, e.amount) <> 0
+          GROUP BY e.user_id, e.currency) m;
+    IF NOT v_alike THEN
+        FOR i IN 1 .. cardinality(p_postings) LOOP
+            IF p_entries[i].id IS NOT NULL THEN
+                PERFORM wallet.move_lots(ARRAY[p_postings[i]], ARRAY[p_entries[i]]);
+            END IF;
+        END LOOP;
+        RETURN;
+    END IF;
+    IF EXISTS (SELECT FROM unnest(p_entries) e
+               WHERE e.kind = 'refund_reversal' AND wallet.lot_delta(e.balance_after, e.amount) > 0) THEN
+        -- (the call's one move)
+        PERFORM wallet.refill_lots(e) FROM unnest(p_entries) e
+        WHERE e.kind = 'refund_reversal' AND wallet.lot_delta(e.balance_after, e.amount) > 0;
+        RETURN;
+    END IF;
+    WITH made AS (
+        INSERT INTO wallet.lots (user_id, currency, source, paid, amount, remaining, entry_id, flow_no)
+        SELECT e.user_id, e.currency, CASE e.kind WHEN 'credit' THEN 'purchase' ELSE 'grant' END, e.kind = 'credit',
+               wallet.lot_delta(e.balance_after, e.amount), wallet.lot_delta(e.balance_after, e.amount), e.id,
+               CASE WHEN e.kind = 'credit' THEN e.reference END
+        FROM unnest(p_entries) WITH ORDINALITY e
+        WHERE e.id IS NOT NULL AND wallet.lot_delta(e.balance_after, e.amount) > 0
+        ORDER BY e.ordinality
+        RETURNING lots.id, lots.entry_id, lots.amount
+    )
+    INSERT INTO wallet.entry_lots (entry_id, lot_id, amount) SELECT m.entry_id, m.id, m.amount FROM made m;
+    PERFORM wallet.take_from_lots(p_postings, p_entries);
+END;
+$$;
+
+-- The decreases of a call whose moves are alike (wallet.move_lots): each
+-- wallet's decreases, in posting order, take consecutive stretches of its
+-- open lots laid end to end in spending order, so an entry takes from a lot
+-- what their stretches share. Taking more than the lots hold is a bug in
+-- the caller's checks (a debit is checked against what it may spend), and
+-- raises.
+CREATE OR REPLACE FUNCTION wallet.take_from_lots(p_postings wallet.posting[], p_entries wallet.entries[])
+RETURNS VOID
+LANGUAGE plpgsql
+SET enable_seqscan = off
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_needed BIGINT;
+    v_taken  BIGINT;
+BEGIN
+    WITH need AS (
+        SELECT e.id, e.user_id, e.currency, -wallet.lot_delta(e.balance_after, e.amount) AS amount,
+               sum(-wallet.lot_delta(e.balance_after, e.amount))
+                   OVER (PARTITION BY e.user_id, e.currency ORDER BY e.ordinality) AS upto,
+               q.kind = 'debit' AND q.hold_id IS NULL AS fresh_only,
+               CASE WHEN e.kind = 'refund' THEN e.reference END AS own
+        FROM unnest(p_entries) WITH ORDINALITY e JOIN unnest(p_postings) WITH ORDINALITY q USING (ordinality)
+        WHERE e.id IS NOT NULL AND wallet.lot_delta(e.balance_after, e.amount) < 0
+    ), pool AS (
+        SELECT l.id, l.user_id, l.currency, l.remaining,
+               sum(l.remaining) OVER (PARTITION BY l.user_id, l.currency
+                                      ORDER BY l.flow_no IS NOT DISTINCT FROM w.own DESC, l.expires_at NULLS LAST,
+                                               l.paid, l.id) AS upto
+        FROM (SELECT DISTINCT n.user_id, n.currency, n.fresh_only, n.own FROM need n) w
+        JOIN wallet.lots l ON l.user_id = w.user_id AND l.currency = w.currency AND l.remaining > 0
+                          AND NOT (w.fresh_only AND coalesce(l.expires_at <= now(), FALSE))
+    ), split AS (
+        SELECT n.id AS entry_id, p.id AS lot_id,
+               least(n.upto, p.upto) - greatest(n.upto - n.amount, p.upto - p.remaining) AS amount
+        FROM need n
+        JOIN pool p ON p.user_id = n.user_id AND p.currency = n.currency
+                   AND p.upto - p.remaining < n.upto AND n.upto - n.amount < p.upto
+    ), taken AS (
+        UPDATE wallet.lots l SET remaining = l.remaining - s.amount
+        FROM (SELECT s.lot_id, sum(s.amount) AS amount FROM split s GROUP BY s.lot_id) s
+        WHERE l.id = s.lot_id
+    ), written AS (
+        INSERT INTO wallet.entry_lots (entry_id, lot_id, amount)
+        SELECT s.entry_id, s.lot_id, -s.amount FROM split s
+        RETURNING entry_lots.amount
+    )
+    SELECT (SELECT coalesce(sum(n.amount), 0) FROM need n), (SELECT coalesce(-sum(w.amount), 0) FROM written w)
+    INTO v_needed, v_taken;
+    IF v_needed <> v_taken THEN
+        RAISE EXCEPTION 'take_from_lots: lots hold % of the % to take', v_taken, v_needed USING ERRCODE = 'WL003';
+    END IF;
+END;
+$$;
+
+-- A refund reversal's lots: what the refunds it reverses (those since the
+-- credit's last reversal) took goes back to the lots they took it from;
+-- what they left as debt, if the debt was repaid since, makes a new lot of
+-- the purchase.
+CREATE OR REPLACE FUNCTION wallet.refill_lots(p_entry wallet.entries)
+RETURNS VOID
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_left BIGINT := wallet.lot_delta(p_entry.balance_after, p_entry.amount);
+    v_took RECORD;
+    v_lot  BIGINT;
+BEGIN
+    FOR v_took IN
+        SELECT t.lot_id, -sum(t.amount) AS amount
+        FROM wallet.entry_lots t JOIN wallet.entries r ON r.id = t.entry_id
+        WHERE r.reference = p_entry.reference AND r.kind = 'refund' AND r.id < p_entry.id
+          AND r.id > coalesce((SELECT max(x.id) FROM wallet.entries x
+                               WHERE x.reference = p_entry.reference AND x.kind = 'refund_reversal'
+                                 AND x.id < p_entry.id), 0)
+        GROUP BY t.lot_id
+        ORDER BY t.lot_id
+    LOOP
+        EXIT WHEN v_left = 0;
+        UPDATE wallet.lots l SET remaining = l.remaining + least(v_left, v_took.amount) WHERE l.id = v_took.lot_id;
+        INSERT INTO wallet.entry_lots (entry_id, lot_id, amount)
+        VALUES (p_entry.id, v_took.lot_id, least(v_left, v_took.amount));
+        v_left := v_left - least(v_left, v_took.amount);
+    END LOOP;
+    IF v_left > 0 THEN
+        INSERT INTO wallet.lots (user_id, currency, source, paid, amount, remaining, entry_id, flow_no)
+        VALUES (p_entry.user_id, p_entry.currency, 'purchase', TRUE, v_left, v_left, p_entry.id, p_entry.reference)
+        RETURNING id INTO v_lot;
+        INSERT INTO wallet.entry_lots (entry_id, lot_id, amount) VALUES (p_entry.id, v_lot, v_left);
+    END IF;
 END;
 $$;

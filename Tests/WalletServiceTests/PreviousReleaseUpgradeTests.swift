@@ -33,13 +33,33 @@ extension SchemaUpgradeTests {
             == ["0014_googleplay_hardening.sql", "0015_console_scope_and_refusal_samples.sql",
                 "0016_console_cookie_key.sql", "0017_one_posting.sql", "0018_set_based_holds.sql",
                 "0019_events.sql", "0020_webhooks.sql", "0021_webhook_batches.sql", "0022_account_tokens.sql",
-                "0023_notification_credits.sql", "0024_purchase_claims.sql", "0025_unclaimed_google_purchases.sql"])
+                "0023_notification_credits.sql", "0024_purchase_claims.sql", "0025_unclaimed_google_purchases.sql",
+                "0026_lots.sql"])
         // Every balance, held amount, entry, credit, hold and stored answer is as it was.
         let after = try previous.snapshot()
         for (table, rows) in before {
             #expect(after[table] == rows, "\(table)")
         }
         #expect(try connection.query("SELECT * FROM wallet.check_invariants()").isEmpty)
+        // Each balance above zero is now opening lots: paid as far as the
+        // wallet's store credits, net of refunds, account for it; free for
+        // the rest.
+        let opening = try connection.query("""
+            SELECT w.user_id || ' ' || w.balance || ' paid ' || coalesce(sum(l.amount) FILTER (WHERE l.paid), 0)
+                   || ' free ' || coalesce(sum(l.amount) FILTER (WHERE NOT l.paid), 0)
+                   || ' bought ' || (SELECT coalesce(sum(e.amount), 0) FROM wallet.entries e
+                                     WHERE e.user_id = w.user_id AND e.kind IN ('credit', 'refund', 'refund_reversal'))
+            FROM wallet.wallets w LEFT JOIN wallet.lots l ON l.user_id = w.user_id AND l.entry_id IS NULL
+            GROUP BY w.user_id, w.balance ORDER BY w.user_id
+            """).map { $0[0] ?? "-" }
+        #expect(opening.map { $0.split(separator: " ")[0] } == ["dana", "eve"])
+        for line in opening {
+            let words = line.split(separator: " ")
+            let (balance, paid, free, bought) = (Int(words[1])!, Int(words[3])!, Int(words[5])!, Int(words[7])!)
+            #expect(paid == min(max(balance, 0), max(bought, 0)), "\(line)")
+            #expect(free == max(balance, 0) - paid, "\(line)")
+        }
+        #expect(opening.contains { !$0.contains(" paid 0 ") && !$0.contains(" free 0 ") }, "\(opening)")
 
         // The previous release's instances keep crediting, debiting and
         // applying notifications during the upgrade, with their own calls.

@@ -1,0 +1,253 @@
+import Foundation
+import Postgres
+import Synchronization
+import Testing
+import TestSupport
+@testable import WalletCore
+@testable import WalletStore
+
+/// Lots (Migrations/0026_lots.sql): every increase makes a lot or refills
+/// one, every decrease takes from lots in spending order, and what no lot
+/// covers is debt. Each test ends with wallet.check_invariants() clean.
+@Suite(.timeLimit(.minutes(3)))
+struct LotTests {
+    static func credit(_ flowNo: String, _ user: String = "ann", _ product: String = "guodong5000")
+        -> LedgerStore.CreditOperation {
+        LedgerStore.CreditOperation(client: "app", flowNo: FlowNumber(flowNo)!, userID: UserID(user)!,
+                                    productID: ProductID(product)!, quantity: Quantity(1)!, claimedAmount: nil,
+                                    source: .caller, environment: nil)
+    }
+
+    static func debit(_ key: String, _ amount: Int64, _ user: String = "ann") -> LedgerStore.DebitOperation {
+        LedgerStore.DebitOperation(client: "game", key: IdempotencyKey(key)!, requestHash: [1], userID: UserID(user)!,
+                                   currency: .coin, amount: Amount(amount)!, reason: nil, metadata: nil,
+                                   requestID: "r-\(key)")
+    }
+
+    /// The wallet's lots, in id order: "source paid amount remaining".
+    static func lots(_ connection: Connection, _ user: String = "ann") throws -> [String] {
+        try connection.query("""
+            SELECT source || ' ' || paid || ' ' || amount || ' ' || remaining FROM wallet.lots
+            WHERE user_id = \(user) ORDER BY id
+            """).map { $0[0] ?? "-" }
+    }
+
+    /// What an entry took from or gave to each lot: "lot-index:amount",
+    /// the lot index counted in the wallet's lots by id from 1.
+    static func moves(_ connection: Connection, entry: Int64, _ user: String = "ann") throws -> [String] {
+        try connection.query("""
+            SELECT l.n || ':' || t.amount
+            FROM wallet.entry_lots t
+            JOIN (SELECT id, row_number() OVER (ORDER BY id) AS n FROM wallet.lots WHERE user_id = \(user)) l
+              ON l.id = t.lot_id
+            WHERE t.entry_id = \(entry) ORDER BY l.n
+            """).map { $0[0] ?? "-" }
+    }
+
+    static func entryID(_ connection: Connection, _ sql: String) throws -> Int64 {
+        try connection.query(PostgresQuery(unsafeSQL: "SELECT entry_id FROM \(sql)"))[0].decode(Int64.self, at: 0)
+    }
+
+    static func balance(_ connection: Connection, _ user: String = "ann") throws -> Int64 {
+        try connection.query("SELECT balance FROM wallet.wallets WHERE user_id = \(user)")[0].decode(Int64.self, at: 0)
+    }
+
+    /// The issue's bundle, without its bonus: 5,000 paid coins and 500
+    /// free ones. Spending 600 takes the free 500 first, then 100 paid; a
+    /// refund takes its own purchase's 4,900 and leaves a debt of 100; the
+    /// next grant of 300 repays it and keeps 200.
+    @Test func spendingTakesFreeCoinsFirstAndARefundItsOwnPurchaseThenDebt() throws {
+        let connection = try Connection(options: try TestDatabase.make())
+        _ = try LedgerStore.credit([Self.credit("f-1")], on: connection)
+        try connection.query("SELECT * FROM wallet.grant_coins('ann', 500, 'coin', 'event prize', 'ops')")
+        #expect(try Self.lots(connection) == ["purchase true 5000 5000", "grant false 500 500"])
+
+        let spent = try LedgerStore.debit([Self.debit("sword", 600)], on: connection)
+        #expect(try Self.moves(connection, entry: try #require(spent[0].entryID)) == ["1:-100", "2:-500"])
+        #expect(try Self.lots(connection) == ["purchase true 5000 4900", "grant false 500 0"])
+
+        let refund = try Self.entryID(connection, "wallet.refund_credit('f-1', 'chargeback', 'ops')")
+        #expect(try Self.moves(connection, entry: refund) == ["1:-4900"])
+        #expect(try Self.balance(connection) == -100)
+        #expect(try Self.lots(connection) == ["purchase true 5000 0", "grant false 500 0"])
+
+        let grant = try Self.entryID(connection, "wallet.grant_coins('ann', 300, 'coin', 'apology', 'ops')")
+        #expect(try Self.moves(connection, entry: grant) == ["3:200"])
+        #expect(try Self.balance(connection) == 200)
+        #expect(try Self.lots(connection) == ["purchase true 5000 0", "grant false 500 0", "grant false 200 200"])
+        #expect(try LedgerStore.checkInvariants(on: connection) == [])
+    }
+
+    /// A refund takes its own purchase first even when spending order
+    /// would take other lots first, then other lots in spending order.
+    @Test func aRefundTakesItsOwnPurchaseBeforeAnyOtherLot() throws {
+        let connection = try Connection(options: try TestDatabase.make())
+        _ = try LedgerStore.credit([Self.credit("f-1", "ann", "guodong600"), Self.credit("f-2", "ann", "guodong1200")],
+                                   on: connection)
+        try connection.query("SELECT * FROM wallet.grant_coins('ann', 50, 'coin', 'prize', 'ops')")
+        _ = try LedgerStore.debit([Self.debit("potion", 1000)], on: connection)
+        // Spending order: the free 50, then the oldest paid lot (600), then 350 of the second.
+        #expect(try Self.lots(connection) == ["purchase true 600 0", "purchase true 1200 850", "grant false 50 0"])
+        let refund = try Self.entryID(connection, "wallet.refund_credit('f-2', 'chargeback', 'ops', 1000)")
+        #expect(try Self.moves(connection, entry: refund) == ["2:-850"])
+        #expect(try Self.balance(connection) == -150)
+        #expect(try LedgerStore.checkInvariants(on: connection) == [])
+    }
+
+    /// An Apple refund reversed gives back to each lot what the refund
+    /// took, and its debt: repaid by the reversal itself while it is owed,
+    /// a new lot of the purchase when something else repaid it first.
+    @Test func aReversalRefillsWhatItsRefundTook() throws {
+        let connection = try Connection(options: try TestDatabase.make())
+        _ = try LedgerStore.credit([Self.credit("f-1", "ann", "guodong1200"), Self.credit("f-2", "bob", "guodong1200")],
+                                   on: connection)
+        _ = try LedgerStore.debit([Self.debit("a-1", 200, "ann"), Self.debit("b-1", 200, "bob")], on: connection)
+        for flowNo in ["f-1", "f-2"] {
+            try connection.query(PostgresQuery(unsafeSQL: """
+                SELECT * FROM wallet.refund_credit('\(flowNo)', NULL, NULL, NULL, 'apple', 'appstore')
+                """))
+        }
+        #expect(try Self.balance(connection, "ann") == -200)
+        // bob's debt is repaid by a grant before Apple reverses the refund.
+        try connection.query("SELECT * FROM wallet.grant_coins('bob', 300, 'coin', 'apology', 'ops')")
+
+        let annBack = try Self.entryID(connection, "wallet.reverse_refund('f-1')")
+        #expect(try Self.moves(connection, entry: annBack, "ann") == ["1:1000"])
+        #expect(try Self.lots(connection, "ann") == ["purchase true 1200 1000"])
+        #expect(try Self.balance(connection, "ann") == 1000)
+
+        let bobBack = try Self.entryID(connection, "wallet.reverse_refund('f-2')")
+        #expect(try Self.moves(connection, entry: bobBack, "bob") == ["1:1000", "3:200"])
+        #expect(try Self.lots(connection, "bob")
+            == ["purchase true 1200 1000", "grant false 100 100", "purchase true 200 200"])
+        #expect(try Self.balance(connection, "bob") == 1300)
+        #expect(try LedgerStore.checkInvariants(on: connection) == [])
+    }
+
+    /// Debits of one wallet in one batch take consecutive stretches of its
+    /// lots: the same lots, the same amounts, as one debit at a time.
+    @Test func aBatchTakesWhatTheSameDebitsTakeOneAtATime() throws {
+        func run(batched: Bool) throws -> [String] {
+            let connection = try Connection(options: try TestDatabase.make())
+            try connection.query("SELECT * FROM wallet.grant_coins('ann', 100, 'coin', 'a', 'ops')")
+            try connection.query("SELECT * FROM wallet.grant_coins('ann', 200, 'coin', 'b', 'ops')")
+            _ = try LedgerStore.credit([Self.credit("f-1", "ann", "guodong600")], on: connection)
+            try connection.query("SELECT * FROM wallet.grant_coins('bob', 90, 'coin', 'c', 'ops')")
+            let debits = [Self.debit("d-1", 150), Self.debit("d-2", 60, "bob"), Self.debit("d-3", 150),
+                          Self.debit("d-4", 300), Self.debit("d-5", 400)]
+            var results: [LedgerStore.DebitResult] = []
+            if batched {
+                try connection.execute("BEGIN")
+                results = try LedgerStore.debit(debits, on: connection)
+                try connection.execute("COMMIT")
+            } else {
+                for debit in debits { results += try LedgerStore.debit([debit], on: connection) }
+            }
+            #expect(try LedgerStore.checkInvariants(on: connection) == [])
+            return try results.map { result in
+                "\(result.outcome.rawValue) "
+                    + (try result.entryID.map { try Self.moves(connection, entry: $0, $0 == results[1].entryID ? "bob" : "ann") }
+                        ?? []).joined(separator: ",")
+            } + Self.lots(connection)
+        }
+        let batched = try run(batched: true)
+        #expect(batched == ["debited 1:-100,2:-50", "debited 1:-60", "debited 2:-150", "debited 3:-300",
+                            "insufficient_funds ",
+                            "grant false 100 0", "grant false 200 0", "purchase true 600 300"])
+        #expect(batched == (try run(batched: false)))
+    }
+
+    /// A capture takes from lots as a debit does; a call that makes and
+    /// takes lots of one wallet at once (here an adjustment posted by hand)
+    /// moves them one posting at a time, in order.
+    @Test func capturesAndMixedCallsMoveLotsInPostingOrder() throws {
+        let connection = try Connection(options: try TestDatabase.make())
+        try connection.query("SELECT * FROM wallet.grant_coins('ann', 100, 'coin', 'a', 'ops')")
+        let placed = try LedgerStore.holds([HoldBatchTests.place("h-1", 80)], on: connection)
+        let captured = try LedgerStore.holds([HoldBatchTests.capture("c-1", placed[0].hold!.id, 70)], on: connection)
+        #expect(try Self.moves(connection, entry: try #require(captured[0].hold?.entryID)) == ["1:-70"])
+        func posting(_ kind: String, _ amount: Int, _ reference: String) -> String {
+            "wallet.new_posting(p_kind => '\(kind)', p_user_id => 'ann', p_currency => 'coin', "
+                + "p_amount => \(amount), p_reference => '\(reference)', p_client => 'tests')"
+        }
+        try connection.query(PostgresQuery(unsafeSQL: """
+            SELECT wallet.post_entries(ARRAY[\(posting("revoke", -30, "r-1")), \(posting("grant", 50, "g-1")),
+                                             \(posting("revoke", -40, "r-2"))])
+            """))
+        // The revoke of 30 empties the first lot and owes 0 (30 were left);
+        // the grant makes a lot of 50; the second revoke takes 40 of it.
+        #expect(try Self.lots(connection) == ["grant false 100 0", "grant false 50 10"])
+        #expect(try LedgerStore.checkInvariants(on: connection) == [])
+    }
+
+    /// The check sees a lot that no longer matches its entries, and a
+    /// balance its lots do not hold.
+    @Test func theCheckFindsLotsThatDoNotMatch() throws {
+        let connection = try Connection(options: try TestDatabase.make())
+        try connection.query("SELECT * FROM wallet.grant_coins('ann', 100, 'coin', 'a', 'ops')")
+        try connection.execute("UPDATE wallet.lots SET remaining = 90")
+        let found = Set(try LedgerStore.checkInvariants(on: connection).map(\.invariant))
+        #expect(found == ["lots_hold_balance", "lot_matches_its_entries"])
+        try connection.execute("UPDATE wallet.lots SET remaining = 100")
+        try connection.execute("""
+            INSERT INTO wallet.entries (user_id, currency, amount, balance_after, kind, reference, client)
+            VALUES ('ann', 'coin', -5, 95, 'revoke', 'by-hand', 'tests')
+            """)
+        let after = Set(try LedgerStore.checkInvariants(on: connection).map(\.invariant))
+        #expect(after.contains("entry_moves_its_lots"))
+    }
+
+    /// 64 threads on one wallet of many lots: debits, grants, credits,
+    /// holds placed and captured, refunds of its purchases. No lot goes
+    /// below zero (a constraint), no coin is taken twice, and the books
+    /// balance lot by lot.
+    @Test func sixtyFourThreadsOnOneWalletKeepEveryLotExact() throws {
+        let options = try TestDatabase.make()
+        let setup = try Connection(options: options)
+        try setup.query("SELECT * FROM wallet.grant_coins('ann', 2000, 'coin', 'seed', 'ops')")
+        let failures = Mutex<[String]>([])
+        let finished = runOnThreads(64, timeoutSeconds: 120) { thread in
+            do {
+                let connection = try Connection(options: options)
+                for round in 0..<8 {
+                    let name = "t\(thread)-\(round)"
+                    switch (thread + round) % 5 {
+                    case 0: _ = try LedgerStore.credit([Self.credit("f-\(name)", "ann", "guodong600")], on: connection)
+                    case 1: _ = try LedgerStore.debit([Self.debit("d-\(name)", Int64(37 + thread))], on: connection)
+                    case 2: try connection.query("SELECT * FROM wallet.grant_coins('ann', 25, 'coin', 'g', 'ops')")
+                    case 3:
+                        let placed = try LedgerStore.holds([HoldBatchTests.request("h-\(name)", .place(
+                            user: UserID("ann")!, currency: .coin, amount: Amount(90)!, reason: nil, metadata: nil,
+                            expiresInSeconds: 600))], on: connection)
+                        if let hold = placed[0].hold {
+                            _ = try LedgerStore.holds([HoldBatchTests.capture("c-\(name)", hold.id, 60)], on: connection)
+                        }
+                    default:
+                        // This thread credited f-…-(round - 4): refund it.
+                        if round >= 4 {
+                            try connection.query(PostgresQuery(unsafeSQL: """
+                                SELECT * FROM wallet.refund_credit('f-t\(thread)-\(round - 4)', 'test', 'ops')
+                                """))
+                        }
+                    }
+                }
+            } catch {
+                failures.withLock { $0.append("\(thread): \(error)") }
+            }
+        }
+        #expect(finished)
+        #expect(failures.withLock { $0 } == [])
+        #expect(try LedgerStore.checkInvariants(on: setup) == [])
+        // Every coin any entry took came from a lot that held it: the lots'
+        // takings equal the decreases above the debt line, lot by lot.
+        let taken = try setup.query("""
+            SELECT coalesce(-sum(t.amount), 0)::text FROM wallet.entry_lots t WHERE t.amount < 0
+            """)[0][0]
+        let decreases = try setup.query("""
+            SELECT coalesce(-sum(greatest(0, balance_after) - greatest(0, balance_after - amount)), 0)::text
+            FROM wallet.entries WHERE amount < 0
+            """)[0][0]
+        #expect(taken == decreases)
+        #expect(try setup.query("SELECT count(*) FROM wallet.entry_lots WHERE amount < 0")[0].decode(Int.self, at: 0) > 100)
+    }
+}
