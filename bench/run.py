@@ -663,15 +663,19 @@ class Bench:
         # The same seed in every database, so each service, and pgbench,
         # writes tables of the same size.
         log(f"seeding {WALLETS} wallets and a hot wallet in {database}, for the service and for pgbench")
-        # One grant per wallet, through the admin function, so the seed is an
-        # ordinary ledger entry that `wallet check` accounts for.
+        # One to three grants per wallet (so, where lots exist, one to three
+        # lots, the first holding nearly everything), through the admin
+        # function, so the seed is ordinary ledger entries that `wallet
+        # check` accounts for.
         self.psql(f"""
             CREATE SCHEMA bench;
             CREATE SEQUENCE bench.reference_seq;
-            SELECT count(*) FROM generate_series(0, {WALLETS - 1}) AS g,
-                LATERAL wallet.grant_coins('u' || g, {SEED_COINS_SPREAD}, 'coin', 'bench', 'bench');
-            SELECT count(*) FROM generate_series(0, {WALLETS - 1}) AS g,
-                LATERAL wallet.grant_coins('pg-u' || g, {SEED_COINS_SPREAD}, 'coin', 'bench', 'bench');
+            SELECT count(*) FROM generate_series(0, {WALLETS - 1}) AS g, generate_series(0, g % 3) AS lot,
+                LATERAL wallet.grant_coins('u' || g, CASE lot WHEN 0 THEN {SEED_COINS_SPREAD} ELSE 1000 END,
+                                           'coin', 'bench', 'bench');
+            SELECT count(*) FROM generate_series(0, {WALLETS - 1}) AS g, generate_series(0, g % 3) AS lot,
+                LATERAL wallet.grant_coins('pg-u' || g, CASE lot WHEN 0 THEN {SEED_COINS_SPREAD} ELSE 1000 END,
+                                           'coin', 'bench', 'bench');
             SELECT * FROM wallet.grant_coins('{HOT_WALLET}', {SEED_COINS_HOT}, 'coin', 'bench', 'bench');
             SELECT * FROM wallet.grant_coins('{PGBENCH_HOT_WALLET}', {SEED_COINS_HOT}, 'coin', 'bench', 'bench');
             """, database=database)
@@ -680,6 +684,10 @@ class Bench:
         # generic plans the service's functions cache would then scan them
         # sequentially on every operation until autovacuum analyzes again.
         self.psql("ANALYZE wallet.wallets, wallet.entries", database=database)
+        self.psql("""
+            DO $$ BEGIN
+                IF to_regclass('wallet.lots') IS NOT NULL THEN ANALYZE wallet.lots, wallet.entry_lots; END IF;
+            END $$""", database=database)
 
     def metrics(self, service):
         try:

@@ -20,6 +20,8 @@ CREATE OR REPLACE FUNCTION wallet.lock_batch_wallets(
     p_keys wallet.wallet_key[], p_create BOOLEAN,
     OUT wallets wallet.batch_wallet[], OUT op_wallet INTEGER[])
 LANGUAGE plpgsql AS $$
+DECLARE
+    v_lots_due BOOLEAN;
 BEGIN
     IF p_create THEN
         INSERT INTO wallet.wallets (user_id, currency)
@@ -29,7 +31,7 @@ BEGIN
         ON CONFLICT DO NOTHING;
     END IF;
     WITH locked AS (
-        SELECT w.user_id, w.currency, w.balance, w.held FROM wallet.wallets w
+        SELECT w.user_id, w.currency, w.balance, w.held, w.next_expiry FROM wallet.wallets w
         WHERE (w.user_id, w.currency) IN (SELECT k.user_id, k.currency FROM unnest(p_keys) k)
         ORDER BY w.user_id, w.currency
         FOR UPDATE
@@ -41,13 +43,20 @@ BEGIN
             FROM numbered n),
            (SELECT array_agg(n.number ORDER BY k.ordinality)
             FROM unnest(p_keys) WITH ORDINALITY k
-            LEFT JOIN numbered n ON n.user_id = k.user_id AND n.currency = k.currency)
-    INTO wallets, op_wallet;
+            LEFT JOIN numbered n ON n.user_id = k.user_id AND n.currency = k.currency),
+           (SELECT coalesce(bool_or(n.next_expiry <= now()), FALSE) FROM numbered n)
+    INTO wallets, op_wallet, v_lots_due;
     -- Holds past their time stop counting now, under the wallets' locks (hold
     -- rows come after wallet rows in the lock order). A wallet that holds
     -- nothing has none to expire.
     IF EXISTS (SELECT 1 FROM unnest(wallets) w WHERE w.held > 0) THEN
         wallets := wallet.expire_batch_holds(wallets);
+    END IF;
+    -- Then coins past their lot's expiry go (Migrations/functions/18_lot_expiry.sql),
+    -- once holds that no longer need them have let them go. A wallet with
+    -- no lot past expiry has none to lose.
+    IF v_lots_due THEN
+        wallets := wallet.expire_batch_lots(wallets);
     END IF;
 END;
 $$;

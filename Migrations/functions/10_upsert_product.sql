@@ -1,6 +1,36 @@
--- wallet.upsert_product, re-applied by the migrator whenever this file
--- changes (first defined in 0003_admin_and_invariants.sql; the Google Play
--- product id since 0012, which dropped the six-argument form).
+-- wallet.upsert_product and wallet.upsert_currency, re-applied by the
+-- migrator whenever this file changes (upsert_product first defined in
+-- 0003_admin_and_invariants.sql; the Google Play product id since 0012,
+-- which dropped the six-argument form; currencies since 0028).
+
+-- Adds a currency, or renames one (its code never changes: wallets, the
+-- ledger and products name it). Audited; without an operator, the audit
+-- names the database session user. Outcomes: created, updated, unchanged.
+CREATE OR REPLACE FUNCTION wallet.upsert_currency(
+    p_code TEXT, p_name TEXT, p_operator TEXT DEFAULT NULL, p_reason TEXT DEFAULT NULL)
+RETURNS TABLE (outcome TEXT, code TEXT, name TEXT)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_current  wallet.currencies;
+    v_operator TEXT := coalesce(nullif(btrim(p_operator), ''), session_user);
+BEGIN
+    IF p_code IS NULL OR length(p_code) NOT BETWEEN 1 AND 32 OR p_code !~ '^[a-z]' OR p_code ~ '[^a-z0-9_]' THEN
+        RAISE EXCEPTION 'code must match [a-z][a-z0-9_]{0,31}' USING ERRCODE = 'WL003';
+    END IF;
+    IF p_name IS NULL OR length(btrim(p_name)) NOT BETWEEN 1 AND 64 THEN
+        RAISE EXCEPTION 'name must be 1-64 characters' USING ERRCODE = 'WL003';
+    END IF;
+    SELECT * INTO v_current FROM wallet.currencies c WHERE c.code = p_code FOR UPDATE;
+    INSERT INTO wallet.currencies AS c (code, name) VALUES (p_code, btrim(p_name))
+    ON CONFLICT ON CONSTRAINT currencies_pkey DO UPDATE SET name = EXCLUDED.name, updated_at = now()
+    RETURNING c.code, c.name INTO code, name;
+    outcome := CASE WHEN v_current.code IS NULL THEN 'created'
+                    WHEN v_current.name = btrim(p_name) THEN 'unchanged' ELSE 'updated' END;
+    INSERT INTO wallet.admin_audit (action, operator, reason, arguments, outcome)
+    VALUES ('currency', v_operator, p_reason, jsonb_build_object('code', p_code, 'name', btrim(p_name)), outcome);
+    RETURN NEXT;
+END;
+$$;
 
 -- Adds or changes a catalog entry. Past credits keep their stored amount.
 -- Without an operator, the audit names the database session user. A NULL
@@ -38,6 +68,10 @@ BEGIN
     END IF;
     IF p_currency IS NULL OR length(p_currency) NOT BETWEEN 1 AND 32 OR p_currency !~ '^[a-z]' OR p_currency ~ '[^a-z0-9_]' THEN
         RAISE EXCEPTION 'currency must match [a-z][a-z0-9_]{0,31}' USING ERRCODE = 'WL003';
+    END IF;
+    IF NOT EXISTS (SELECT FROM wallet.currencies c WHERE c.code = p_currency) THEN
+        RAISE EXCEPTION 'unknown currency %: add it first with Scripts/admin/currency.sql', p_currency
+            USING ERRCODE = 'WL005';
     END IF;
     IF p_google_product_id <> '' AND (length(p_google_product_id) > 128 OR p_google_product_id !~ '^[a-z0-9][a-z0-9._]*$') THEN
         RAISE EXCEPTION 'google_product_id must be 1-128 characters of [a-z0-9._], starting with a letter or digit'

@@ -12,11 +12,13 @@
 -- with its signed amount. Its event is the one its kind makes
 -- (wallet.event_type) unless `p_event` names another; `p_held` moves the
 -- wallet's held coins; `p_data` is what the event adds to the entry's
--- metadata.
+-- metadata; `p_lot_source` and `p_lot_expires_at` say what lot an increase
+-- makes (wallet.move_lots: by default its kind's, never expiring).
 CREATE OR REPLACE FUNCTION wallet.new_posting(
     p_kind TEXT, p_user_id TEXT, p_currency TEXT, p_amount BIGINT, p_reference TEXT, p_client TEXT,
     p_metadata JSONB DEFAULT NULL, p_held BIGINT DEFAULT NULL, p_event TEXT DEFAULT NULL,
-    p_hold_id BIGINT DEFAULT NULL, p_flow_no TEXT DEFAULT NULL, p_data JSONB DEFAULT NULL)
+    p_hold_id BIGINT DEFAULT NULL, p_flow_no TEXT DEFAULT NULL, p_data JSONB DEFAULT NULL,
+    p_lot_source TEXT DEFAULT NULL, p_lot_expires_at TIMESTAMPTZ DEFAULT NULL)
 RETURNS wallet.posting
 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
@@ -34,6 +36,8 @@ BEGIN
     v_posting.hold_id := p_hold_id;
     v_posting.flow_no := p_flow_no;
     v_posting.data := p_data;
+    v_posting.lot_source := p_lot_source;
+    v_posting.lot_expires_at := p_lot_expires_at;
     RETURN v_posting;
 END;
 $$;
@@ -63,7 +67,8 @@ RETURN coalesce(p_event, CASE p_kind WHEN 'credit' THEN 'credit.created'
                                      WHEN 'refund' THEN 'credit.refunded'
                                      WHEN 'refund_reversal' THEN 'credit.refund_reversed'
                                      WHEN 'grant' THEN 'grant.created'
-                                     WHEN 'revoke' THEN 'revoke.created' END);
+                                     WHEN 'revoke' THEN 'revoke.created'
+                                     WHEN 'expire' THEN 'coins.expired' END);
 
 -- Marks this transaction as one that writes events, before it draws their
 -- ids, for wallet.events_visible_through: a shared advisory lock (namespace
@@ -214,29 +219,39 @@ END;
 $$;
 
 -- How one entry moves its wallet's lots (Migrations/0026_lots.sql): by
--- `delta`, the part of its amount above the debt line, positive when it
--- makes or refills lots and negative when it takes from them; `rule` is how
--- it takes: whether expired coins may be taken (only a debit that is no
--- capture may not: a capture's coins were kept for its hold) and which
--- purchase's lot goes first (a refund's own).
+-- its delta, the part of its amount above the debt line, positive when it
+-- makes or refills lots and negative when it takes from them.
 CREATE OR REPLACE FUNCTION wallet.lot_delta(p_balance_after BIGINT, p_amount BIGINT)
 RETURNS BIGINT
 LANGUAGE sql IMMUTABLE
 RETURN greatest(0, p_balance_after) - greatest(0, p_balance_after - p_amount);
 
+-- Which lots a decrease may take from: `fresh` for a debit that is no
+-- capture (never coins past their expiry; a capture's coins were kept for
+-- its hold), `expired` for an expire entry (only those), `any` otherwise.
+CREATE OR REPLACE FUNCTION wallet.lot_rule(p_kind TEXT, p_hold_id BIGINT)
+RETURNS TEXT
+LANGUAGE sql IMMUTABLE
+RETURN CASE WHEN p_kind = 'debit' AND p_hold_id IS NULL THEN 'fresh'
+            WHEN p_kind = 'expire' THEN 'expired'
+            ELSE 'any' END;
+
 -- Moves the lots of posted entries (`p_entries[i]` is `p_postings[i]`'s
 -- entry, or NULL), under the wallet locks wallet.post_entries' caller
 -- holds:
 -- - an increase repays the debt first (the balance was below zero), then
---   makes a lot with the rest: a purchase lot (paid) for a credit, a grant
---   lot for a grant; a refund reversal refills the lots its refund took;
--- - a decrease takes from the wallet's lots in spending order: the refund's
+--   makes a lot with the rest: a paid purchase lot for a credit, a grant
+--   lot for a grant (or the posting's `lot_source`), expiring at the
+--   posting's `lot_expires_at`; a refund reversal refills the lots its
+--   refund took;
+-- - a decrease takes from the wallet's lots in spending order: a refund's
 --   own purchase first, then soonest expiry (coins that never expire last),
 --   free before paid, oldest first; what no lot covers becomes debt.
 -- When every wallet's moves in a call are alike (all of them make lots, or
--- all take by the same rule) they are made in two statements whatever
+-- all take by the same rule) they are made in a few statements whatever
 -- their number; otherwise each entry's moves are made on their own, in
--- posting order.
+-- posting order. A wallet whose expiring lots changed gets its
+-- next_expiry again.
 CREATE OR REPLACE FUNCTION wallet.move_lots(p_postings wallet.posting[], p_entries wallet.entries[])
 RETURNS VOID
 LANGUAGE plpgsql
@@ -244,13 +259,19 @@ SET enable_seqscan = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
-    v_alike BOOLEAN;
+    v_alike    BOOLEAN;
+    v_makes    BOOLEAN;
+    v_takes    BOOLEAN;
+    v_expiring wallet.wallet_key[] := '{}';
 BEGIN
-    SELECT coalesce(bool_and(m.rules = 1) AND (sum(m.refills) = 0 OR sum(m.moves) = 1), TRUE) INTO v_alike
-    FROM (SELECT count(DISTINCT (wallet.lot_delta(e.balance_after, e.amount) > 0,
-                                 q.kind = 'debit' AND q.hold_id IS NULL,
+    SELECT coalesce(bool_and(m.rules = 1) AND (sum(m.refills) = 0 OR sum(m.moves) = 1), TRUE),
+           coalesce(bool_or(m.makes), FALSE), coalesce(bool_or(m.takes), FALSE)
+    INTO v_alike, v_makes, v_takes
+    FROM (SELECT count(DISTINCT (wallet.lot_delta(e.balance_after, e.amount) > 0, wallet.lot_rule(q.kind, q.hold_id),
                                  CASE WHEN e.kind = 'refund' THEN e.reference END)) AS rules,
-                 count(*) FILTER (WHERE e.kind = 'refund_reversal') AS refills, count(*) AS moves
+                 count(*) FILTER (WHERE e.kind = 'refund_reversal') AS refills, count(*) AS moves,
+                 bool_or(wallet.lot_delta(e.balance_after, e.amount) > 0) AS makes,
+                 bool_or(wallet.lot_delta(e.balance_after, e.amount) < 0) AS takes
           FROM unnest(p_entries) WITH ORDINALITY e JOIN unnest(p_postings) WITH ORDINALITY q USING (ordinality)
           WHERE e.id IS NOT NULL AND wallet.lot_delta(e.balance_after, e.amount) <> 0
           GROUP BY e.user_id, e.currency) m;
@@ -269,55 +290,90 @@ BEGIN
         WHERE e.kind = 'refund_reversal' AND wallet.lot_delta(e.balance_after, e.amount) > 0;
         RETURN;
     END IF;
-    WITH made AS (
-        INSERT INTO wallet.lots (user_id, currency, source, paid, amount, remaining, entry_id, flow_no)
-        SELECT e.user_id, e.currency, CASE e.kind WHEN 'credit' THEN 'purchase' ELSE 'grant' END, e.kind = 'credit',
-               wallet.lot_delta(e.balance_after, e.amount), wallet.lot_delta(e.balance_after, e.amount), e.id,
-               CASE WHEN e.kind = 'credit' THEN e.reference END
-        FROM unnest(p_entries) WITH ORDINALITY e
-        WHERE e.id IS NOT NULL AND wallet.lot_delta(e.balance_after, e.amount) > 0
-        ORDER BY e.ordinality
-        RETURNING lots.id, lots.entry_id, lots.amount
-    )
-    INSERT INTO wallet.entry_lots (entry_id, lot_id, amount) SELECT m.entry_id, m.id, m.amount FROM made m;
-    PERFORM wallet.take_from_lots(p_postings, p_entries);
+    IF v_makes THEN
+        v_expiring := wallet.make_lots(p_postings, p_entries);
+    END IF;
+    IF v_takes THEN
+        v_expiring := v_expiring || wallet.take_from_lots(p_postings, p_entries);
+    END IF;
+    IF cardinality(v_expiring) > 0 THEN
+        UPDATE wallet.wallets w
+        SET next_expiry = (SELECT min(l.expires_at) FROM wallet.lots l
+                           WHERE l.user_id = w.user_id AND l.currency = w.currency AND l.open)
+        WHERE (w.user_id, w.currency) IN (SELECT k.user_id, k.currency FROM unnest(v_expiring) k);
+    END IF;
 END;
 $$;
 
--- The decreases of a call whose moves are alike (wallet.move_lots): each
--- wallet's decreases, in posting order, take consecutive stretches of its
--- open lots laid end to end in spending order, so an entry takes from a lot
--- what their stretches share. Taking more than the lots hold is a bug in
--- the caller's checks (a debit is checked against what it may spend), and
--- raises.
-CREATE OR REPLACE FUNCTION wallet.take_from_lots(p_postings wallet.posting[], p_entries wallet.entries[])
-RETURNS VOID
+-- The increases of a call whose moves are alike (wallet.move_lots): a lot
+-- each, with its entry's move. Returns the wallets that got a lot that
+-- expires.
+CREATE OR REPLACE FUNCTION wallet.make_lots(p_postings wallet.posting[], p_entries wallet.entries[])
+RETURNS wallet.wallet_key[]
 LANGUAGE plpgsql
 SET enable_seqscan = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
-    v_needed BIGINT;
-    v_taken  BIGINT;
+    v_expiring wallet.wallet_key[];
+BEGIN
+    WITH made AS (
+        INSERT INTO wallet.lots (user_id, currency, source, paid, amount, remaining, expires_at, entry_id, flow_no)
+        SELECT e.user_id, e.currency, m.source, m.source = 'purchase', m.delta, m.delta, q.lot_expires_at, e.id,
+               CASE WHEN m.source IN ('purchase', 'bonus') THEN e.reference END
+        FROM unnest(p_entries) WITH ORDINALITY e JOIN unnest(p_postings) WITH ORDINALITY q USING (ordinality)
+        CROSS JOIN LATERAL (SELECT wallet.lot_delta(e.balance_after, e.amount) AS delta,
+                                   coalesce(q.lot_source, CASE e.kind WHEN 'credit' THEN 'purchase'
+                                                                      ELSE 'grant' END) AS source) m
+        WHERE e.id IS NOT NULL AND m.delta > 0
+        ORDER BY e.ordinality
+        RETURNING lots.id, lots.entry_id, lots.amount, lots.user_id, lots.currency, lots.expires_at
+    ), told AS (
+        INSERT INTO wallet.entry_lots (entry_id, lot_id, amount) SELECT m.entry_id, m.id, m.amount FROM made m
+    )
+    SELECT array_agg(DISTINCT ROW(m.user_id, m.currency)::wallet.wallet_key) INTO v_expiring
+    FROM made m WHERE m.expires_at IS NOT NULL;
+    RETURN coalesce(v_expiring, '{}');
+END;
+$$;
+
+-- The decreases of a call whose moves are alike (wallet.move_lots): each
+-- wallet's decreases, in posting order, take consecutive stretches of its
+-- lots laid end to end in spending order, so an entry takes from a lot
+-- what their stretches share. Returns the wallets where it took from a
+-- lot that expires. Taking more than the lots hold is a bug in the
+-- caller's checks (a debit is checked against what it may spend), and
+-- raises.
+CREATE OR REPLACE FUNCTION wallet.take_from_lots(p_postings wallet.posting[], p_entries wallet.entries[])
+RETURNS wallet.wallet_key[]
+LANGUAGE plpgsql
+SET enable_seqscan = off
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_needed   BIGINT;
+    v_taken    BIGINT;
+    v_expiring wallet.wallet_key[];
 BEGIN
     WITH need AS (
         SELECT e.id, e.user_id, e.currency, -wallet.lot_delta(e.balance_after, e.amount) AS amount,
                sum(-wallet.lot_delta(e.balance_after, e.amount))
-                   OVER (PARTITION BY e.user_id, e.currency ORDER BY e.ordinality) AS upto,
-               q.kind = 'debit' AND q.hold_id IS NULL AS fresh_only,
-               CASE WHEN e.kind = 'refund' THEN e.reference END AS own
+                   OVER (PARTITION BY e.user_id, e.currency ORDER BY e.ordinality)::BIGINT AS upto,
+               wallet.lot_rule(q.kind, q.hold_id) AS rule, CASE WHEN e.kind = 'refund' THEN e.reference END AS own
         FROM unnest(p_entries) WITH ORDINALITY e JOIN unnest(p_postings) WITH ORDINALITY q USING (ordinality)
         WHERE e.id IS NOT NULL AND wallet.lot_delta(e.balance_after, e.amount) < 0
     ), pool AS (
-        SELECT l.id, l.user_id, l.currency, l.remaining,
+        SELECT l.id, l.user_id, l.currency, l.remaining, l.expires_at,
                sum(l.remaining) OVER (PARTITION BY l.user_id, l.currency
-                                      ORDER BY l.flow_no IS NOT DISTINCT FROM w.own DESC, l.expires_at NULLS LAST,
-                                               l.paid, l.id) AS upto
-        FROM (SELECT DISTINCT n.user_id, n.currency, n.fresh_only, n.own FROM need n) w
-        JOIN wallet.lots l ON l.user_id = w.user_id AND l.currency = w.currency AND l.remaining > 0
-                          AND NOT (w.fresh_only AND coalesce(l.expires_at <= now(), FALSE))
+                                      ORDER BY coalesce(l.paid AND l.flow_no = w.own, FALSE) DESC,
+                                               l.expires_at NULLS LAST, l.paid, l.id)::BIGINT AS upto
+        FROM (SELECT DISTINCT n.user_id, n.currency, n.rule, n.own FROM need n) w
+        JOIN wallet.lots l ON l.user_id = w.user_id AND l.currency = w.currency AND l.open
+        WHERE CASE w.rule WHEN 'fresh' THEN NOT coalesce(l.expires_at <= now(), FALSE)
+                          WHEN 'expired' THEN coalesce(l.expires_at <= now(), FALSE)
+                          ELSE TRUE END
     ), split AS (
-        SELECT n.id AS entry_id, p.id AS lot_id,
+        SELECT n.id AS entry_id, p.id AS lot_id, p.user_id, p.currency, p.expires_at,
                least(n.upto, p.upto) - greatest(n.upto - n.amount, p.upto - p.remaining) AS amount
         FROM need n
         JOIN pool p ON p.user_id = n.user_id AND p.currency = n.currency
@@ -331,11 +387,14 @@ BEGIN
         SELECT s.entry_id, s.lot_id, -s.amount FROM split s
         RETURNING entry_lots.amount
     )
-    SELECT (SELECT coalesce(sum(n.amount), 0) FROM need n), (SELECT coalesce(-sum(w.amount), 0) FROM written w)
-    INTO v_needed, v_taken;
+    SELECT (SELECT coalesce(sum(n.amount), 0) FROM need n), (SELECT coalesce(-sum(w.amount), 0) FROM written w),
+           (SELECT array_agg(DISTINCT ROW(s.user_id, s.currency)::wallet.wallet_key) FROM split s
+            WHERE s.expires_at IS NOT NULL)
+    INTO v_needed, v_taken, v_expiring;
     IF v_needed <> v_taken THEN
         RAISE EXCEPTION 'take_from_lots: lots hold % of the % to take', v_taken, v_needed USING ERRCODE = 'WL003';
     END IF;
+    RETURN coalesce(v_expiring, '{}');
 END;
 $$;
 
@@ -373,5 +432,9 @@ BEGIN
         RETURNING id INTO v_lot;
         INSERT INTO wallet.entry_lots (entry_id, lot_id, amount) VALUES (p_entry.id, v_lot, v_left);
     END IF;
+    UPDATE wallet.wallets w
+    SET next_expiry = (SELECT min(l.expires_at) FROM wallet.lots l
+                       WHERE l.user_id = w.user_id AND l.currency = w.currency AND l.open)
+    WHERE w.user_id = p_entry.user_id AND w.currency = p_entry.currency;
 END;
 $$;

@@ -20,23 +20,28 @@ $$;
 
 -- The reference of a grant or revoke: the one given, or, without one, one
 -- the arguments name, so the same script line run twice applies once.
+-- (A grant's expiry is named only when it has one, so references derived
+-- before grants could expire stay what they were.)
 CREATE OR REPLACE FUNCTION wallet.adjustment_reference(
-    p_kind TEXT, p_user_id TEXT, p_amount BIGINT, p_currency TEXT, p_reason TEXT, p_operator TEXT, p_reference TEXT)
+    p_kind TEXT, p_user_id TEXT, p_amount BIGINT, p_currency TEXT, p_reason TEXT, p_operator TEXT, p_reference TEXT,
+    p_expires_in_days INTEGER DEFAULT NULL)
 RETURNS TEXT
 LANGUAGE sql STABLE
 RETURN coalesce(nullif(btrim(p_reference), ''),
     p_kind || ':' || left(encode(sha256(convert_to(
-        concat_ws(E'\x1f', p_user_id, p_amount::TEXT, p_currency, p_reason, p_operator), 'UTF8')), 'hex'), 32));
+        concat_ws(E'\x1f', p_user_id, p_amount::TEXT, p_currency, p_reason, p_operator, p_expires_in_days::TEXT),
+        'UTF8')), 'hex'), 32));
 
 -- Shared body of grant and revoke: a `grant` or `revoke` entry under its
 -- reference, applied once; the same reference again answers
 -- already_applied, and for another amount raises WL007 (an operator's
 -- mistake, not a retry). A revoke that would leave the balance below zero
 -- raises WL004 unless `p_allow_negative`, which the entry then records.
--- Audited in wallet.admin_audit.
+-- A grant with `p_expires_in_days` makes a lot that expires that many days
+-- from now. Audited in wallet.admin_audit.
 CREATE OR REPLACE FUNCTION wallet.adjust_balance(
     p_kind TEXT, p_user_id TEXT, p_amount BIGINT, p_currency TEXT, p_reason TEXT, p_operator TEXT,
-    p_reference TEXT, p_allow_negative BOOLEAN)
+    p_reference TEXT, p_allow_negative BOOLEAN, p_expires_in_days INTEGER DEFAULT NULL)
 RETURNS TABLE (outcome TEXT, entry_id BIGINT, balance BIGINT, reference TEXT)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -53,11 +58,14 @@ BEGIN
     IF p_amount IS NULL OR p_amount NOT BETWEEN 1 AND 1000000000000 THEN
         RAISE EXCEPTION 'amount must be between 1 and 10^12, got %', p_amount USING ERRCODE = 'WL003';
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM wallet.products p WHERE p.currency = p_currency) THEN
+    IF NOT EXISTS (SELECT 1 FROM wallet.currencies c WHERE c.code = p_currency) THEN
         RAISE EXCEPTION 'unknown currency %', p_currency USING ERRCODE = 'WL005';
     END IF;
+    IF p_expires_in_days IS NOT NULL AND (p_kind <> 'grant' OR p_expires_in_days NOT BETWEEN 1 AND 3650) THEN
+        RAISE EXCEPTION 'expires_in_days must be between 1 and 3650, and only for a grant' USING ERRCODE = 'WL003';
+    END IF;
     reference := wallet.adjustment_reference(p_kind, p_user_id, p_amount, p_currency, p_reason, p_operator,
-                                             p_reference);
+                                             p_reference, p_expires_in_days);
 
     INSERT INTO wallet.wallets (user_id, currency) VALUES (p_user_id, p_currency) ON CONFLICT DO NOTHING;
     SELECT w.balance INTO v_balance FROM wallet.wallets w
@@ -84,7 +92,9 @@ BEGIN
             p_reference => adjust_balance.reference, p_client => 'admin',
             p_metadata => jsonb_build_object('operator', p_operator, 'reason', p_reason)
                           || CASE WHEN p_kind = 'revoke' AND v_balance + v_signed < 0
-                                  THEN jsonb_build_object('allow_negative', TRUE) ELSE '{}'::JSONB END)]))[1];
+                                  THEN jsonb_build_object('allow_negative', TRUE) ELSE '{}'::JSONB END
+                          || jsonb_strip_nulls(jsonb_build_object('expires_in_days', p_expires_in_days)),
+            p_lot_expires_at => now() + make_interval(days => p_expires_in_days))]))[1];
         outcome := CASE WHEN p_kind = 'grant' THEN 'granted' ELSE 'revoked' END;
         entry_id := v_entry.id;
         balance := v_entry.balance_after;
@@ -94,18 +104,22 @@ BEGIN
     VALUES (p_kind, p_operator, p_reason,
             jsonb_build_object('user_id', p_user_id, 'amount', p_amount, 'currency', p_currency,
                                'reference', adjust_balance.reference,
-                               'allow_negative', coalesce(p_allow_negative, FALSE)),
+                               'allow_negative', coalesce(p_allow_negative, FALSE))
+            || jsonb_strip_nulls(jsonb_build_object('expires_in_days', p_expires_in_days)),
             outcome, CASE WHEN v_entry.id IS NULL THEN '{}'::BIGINT[] ELSE ARRAY[v_entry.id] END);
     RETURN NEXT;
 END;
 $$;
 
--- Adds coins to a wallet as a `grant` entry.
+-- Adds coins to a wallet as a `grant` entry, in a lot that expires after
+-- `p_expires_in_days` when given.
 CREATE OR REPLACE FUNCTION wallet.grant_coins(
-    p_user_id TEXT, p_amount BIGINT, p_currency TEXT, p_reason TEXT, p_operator TEXT, p_reference TEXT DEFAULT NULL)
+    p_user_id TEXT, p_amount BIGINT, p_currency TEXT, p_reason TEXT, p_operator TEXT, p_reference TEXT DEFAULT NULL,
+    p_expires_in_days INTEGER DEFAULT NULL)
 RETURNS TABLE (outcome TEXT, entry_id BIGINT, balance BIGINT, reference TEXT)
 LANGUAGE sql AS $$
-    SELECT * FROM wallet.adjust_balance('grant', p_user_id, p_amount, p_currency, p_reason, p_operator, p_reference, FALSE);
+    SELECT * FROM wallet.adjust_balance('grant', p_user_id, p_amount, p_currency, p_reason, p_operator, p_reference,
+                                        FALSE, p_expires_in_days);
 $$;
 
 -- Takes coins back as a `revoke` entry; refuses to go below zero unless

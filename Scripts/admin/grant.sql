@@ -5,7 +5,9 @@
 -- line run twice applies once and then prints "already applied". Give a
 -- reference (a ticket number, say) to make two equal grants on purpose.
 -- The action, operator and reason go to wallet.admin_audit and into the
--- entry's metadata.
+-- entry's metadata. With `-v expires_in_days=N` (1-3650) the coins are
+-- free coins that expire N days from now; without it they never expire.
+-- Either way they are free coins: only purchases make paid ones.
 --
 -- Run:
 --   psql -X "$WALLET_DATABASE_URL" -v ON_ERROR_STOP=1 -v user_id=u1 -v amount=100 -v currency=coin -v reason='outage compensation' -v operator='alice' -f Scripts/admin/grant.sql
@@ -40,12 +42,19 @@
 \else
     \set reference ''
 \endif
+\if :{?expires_in_days}
+\else
+    \set expires_in_days ''
+\endif
 
 SELECT CASE g.outcome
-           WHEN 'granted' THEN format('granted %s %s to user %s, balance %s (entry %s, reference %s)',
-                                      :'amount'::BIGINT, :'currency', :'user_id', g.balance, g.entry_id, g.reference)
+           WHEN 'granted' THEN format('granted %s %s to user %s%s, balance %s (entry %s, reference %s)',
+                                      :'amount'::BIGINT, :'currency', :'user_id',
+                                      CASE WHEN :'expires_in_days' <> ''
+                                           THEN format(', expiring in %s days', :'expires_in_days') ELSE '' END,
+                                      g.balance, g.entry_id, g.reference)
            ELSE format('already applied: grant %s to user %s is entry %s; nothing changed, balance %s %s',
                        g.reference, :'user_id', g.entry_id, g.balance, :'currency')
        END
 FROM wallet.grant_coins(:'user_id', :'amount'::BIGINT, :'currency', :'reason', :'operator',
-                        NULLIF(:'reference', '')) g;
+                        NULLIF(:'reference', ''), NULLIF(:'expires_in_days', '')::INTEGER) g;

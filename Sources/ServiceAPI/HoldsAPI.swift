@@ -90,13 +90,13 @@ extension WalletAPI {
             respond(responder) {
                 guard case .hold(let outcome) = try result.get() else { preconditionFailure("hold answered as another operation") }
                 if let hold = outcome.hold { ledger.rememberOwner(of: hold) }
-                return try holdResponse(outcome)
+                return try holdResponse(outcome, for: hold.operation)
             }
         }
     }
 
     /// The answer for a hold operation's outcome, first sent or replayed.
-    func holdResponse(_ result: LedgerStore.HoldResult) throws -> Response {
+    func holdResponse(_ result: LedgerStore.HoldResult, for operation: LedgerStore.HoldOperation) throws -> Response {
         let headers: [(name: String, value: String)] = result.replayed ? [("Idempotent-Replayed", "true")] : []
         func problem(_ error: WalletError) -> Response {
             var problem = error.problem
@@ -140,7 +140,8 @@ extension WalletAPI {
         case .idempotencyKeyReused:
             throw WalletError.idempotencyKeyReused
         case .unknownCurrency:
-            throw WalletError.validationFailed([FieldError(field: "currency", message: "is not a currency of the catalog")])
+            guard case .place(_, let currency, _, _, _, _) = operation else { throw missing("currency") }
+            throw WalletError.unknownCurrency(currency.rawValue)
         }
     }
 

@@ -96,7 +96,9 @@ enum ResponseBody {
             "user_id": .string(userID),
             "balances": .array(balances.map {
                 ["balance": JSONValue($0.balance), "currency": .string($0.currency), "held": JSONValue($0.held),
-                 "available": JSONValue($0.available)]
+                 "available": JSONValue($0.available), "paid": JSONValue($0.paid), "free": JSONValue($0.free),
+                 "debt": JSONValue($0.debt),
+                 "next_expiry": $0.nextExpiry.map { ["amount": JSONValue($0.amount), "at": time($0.at)] } ?? .null]
             }),
         ]
     }

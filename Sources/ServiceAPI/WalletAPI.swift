@@ -190,7 +190,7 @@ struct WalletAPI: Sendable {
         case .idempotencyKeyReused:
             throw WalletError.idempotencyKeyReused
         case .unknownCurrency:
-            throw WalletError.validationFailed([FieldError(field: "currency", message: "is not a currency of the catalog")])
+            throw WalletError.unknownCurrency(operation.currency.rawValue)
         }
     }
 

@@ -51,6 +51,9 @@ extension WalletError: ProblemConvertible {
         case .unknownProduct(let product):
             return Problem(status: 422, code: "unknown_product", title: "Unknown product",
                            detail: "product \(product) is not in the catalog, or is not active")
+        case .unknownCurrency(let currency):
+            return Problem(status: 422, code: "unknown_currency", title: "Unknown currency",
+                           detail: "currency \(currency) is not one of the catalog's")
         case .amountMismatch(let expected):
             return Problem(status: 422, code: "amount_mismatch", title: "Amount mismatch",
                            detail: "the amount comes from the catalog: \(expected) for this product and quantity",

@@ -4,10 +4,11 @@ package import Logging
 package import ServiceSupport
 package import WalletStore
 
-/// Expires holds past their time every few seconds. Nothing depends on it
-/// for correctness (every write expires its wallet's due holds first, and
-/// reads count only holds still in time); it keeps `held` and the hold
-/// rows current for reports and admins.
+/// Expires holds past their time, then coins past their lot's expiry, every
+/// few seconds. Nothing depends on it for correctness (every write expires
+/// its wallets' due holds and lots first, and reads count neither); it
+/// keeps `held`, balances, hold rows and lots current for reports, admins
+/// and the events a game server follows.
 ///
 /// When it looks is the service's clock; which holds are due is
 /// PostgreSQL's, the clock every write and read of a hold goes by, so the
@@ -38,6 +39,8 @@ package final class HoldSweeper: Sendable {
                     do {
                         let expired = try ledger.expireHolds(wallets: walletsMax)
                         if expired > 0 { logger.info("holds expired", ["holds.expired": String(expired)]) }
+                        let coins = try ledger.expireLots(wallets: walletsMax)
+                        if coins > 0 { logger.info("coins expired", ["coins.expired": String(coins)]) }
                     } catch {
                         logger.warning("holds could not be expired", ["error": String(reflecting: error)])
                     }

@@ -28,6 +28,8 @@ public enum EntryKind: String, Sendable, CaseIterable {
     case credit, debit, refund
     case refundReversal = "refund_reversal"
     case grant, revoke
+    /// Coins past their lot's expiry, taken out of the balance.
+    case expire
 }
 
 /// The store environment a credit's purchase was made in: `Production` or
@@ -64,6 +66,8 @@ public enum EventType: String, Sendable, CaseIterable {
     case holdExpired = "hold.expired"
     case grantCreated = "grant.created"
     case revokeCreated = "revoke.created"
+    /// Coins past their lot's expiry left the balance (an `expire` entry).
+    case coinsExpired = "coins.expired"
     /// A change left the balance below zero; it follows that change's event.
     case balanceNegative = "balance.negative"
 }

@@ -21,6 +21,8 @@ public enum WalletError: Error, Sendable, Equatable {
     /// The flowNO is already credited to another user, product or quantity.
     case flowNoConflict
     case unknownProduct(String)
+    /// The currency is not one of the catalog's.
+    case unknownCurrency(String)
     /// The caller's amount differs from catalog × quantity.
     case amountMismatch(expected: Int64)
     /// The idempotency key was used before for a different request.

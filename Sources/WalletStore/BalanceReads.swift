@@ -76,8 +76,7 @@ final class BalanceReads: Sendable {
             let rows = try reads.run(deadline: deadline) { try LedgerStore.balances(of: userIDs, on: $0) }
             var byUser: [String: Balances] = [:]
             for row in rows {
-                byUser[row.userID, default: []].append(WalletBalance(currency: row.currency, balance: row.balance,
-                                                                     held: row.held))
+                byUser[row.userID, default: []].append(row.walletBalance)
             }
             for item in live { item.completion(.success(byUser[item.userID.rawValue] ?? [])) }
         } catch {

@@ -315,9 +315,7 @@ public struct ConsoleStore: Sendable {
 
     /// Nil when the user has no wallet and no credit.
     static func user(_ userID: UserID, beforeEntryID: Int64?, on connection: Connection) throws -> UserPage? {
-        let balances = try LedgerStore.balances(of: [userID.rawValue], on: connection).map {
-            WalletBalance(currency: $0.currency, balance: $0.balance, held: $0.held)
-        }
+        let balances = try LedgerStore.balances(of: [userID.rawValue], on: connection).map(\.walletBalance)
         let credits = try creditRows("""
             SELECT \(unsafeSQL: creditColumns) FROM wallet.credits
             WHERE user_id = \(userID.rawValue) ORDER BY created_at DESC, flow_no LIMIT \(creditsMax)

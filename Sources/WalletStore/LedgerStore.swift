@@ -11,12 +11,35 @@ public struct WalletBalance: Sendable, Equatable {
     public var currency: String
     public var balance: Int64
     public var held: Int64
-    public var available: Int64 { balance - held }
+    /// Coins past their lot's expiry that no hold needs, not yet taken out
+    /// of the balance by an `expire` entry: they are not available.
+    public var expired: Int64
+    public var available: Int64 { balance - held - expired }
+    /// What the wallet's lots hold, bought (paid) and not (free): with the
+    /// debt, `paid + free - debt == balance`.
+    public var paid: Int64
+    public var free: Int64
+    /// What a refund or an allowed revoke took beyond every lot: the
+    /// balance below zero.
+    public var debt: Int64 { max(0, -balance) }
+    /// The coins that expire next (every lot with the soonest expiry still
+    /// to come), and when; nil when none will.
+    public var nextExpiry: NextExpiry?
 
-    public init(currency: String, balance: Int64, held: Int64) {
+    public struct NextExpiry: Sendable, Equatable {
+        public var amount: Int64
+        public var at: Date
+    }
+
+    public init(currency: String, balance: Int64, held: Int64, expired: Int64 = 0, paid: Int64 = 0, free: Int64 = 0,
+                nextExpiry: NextExpiry? = nil) {
         self.currency = currency
         self.balance = balance
         self.held = held
+        self.expired = expired
+        self.paid = paid
+        self.free = free
+        self.nextExpiry = nextExpiry
     }
 }
 
@@ -188,21 +211,58 @@ public struct LedgerStore: Sendable {
         var currency: String
         var balance: Int64
         var held: Int64
+        var expired: Int64
+        var paid: Int64
+        var free: Int64
+        var nextExpiry: WalletBalance.NextExpiry?
+
+        var walletBalance: WalletBalance {
+            WalletBalance(currency: currency, balance: balance, held: held, expired: expired, paid: paid, free: free,
+                          nextExpiry: nextExpiry)
+        }
     }
 
     /// The balances of every user in `userIDs`, one row per wallet, in
     /// currency order within each user.
     static func balances(of userIDs: [String], on connection: Connection) throws -> [UserBalance] {
+        // Holds past their time and coins past their lot's expiry count as
+        // gone, whether or not a sweeper or a write came by; a wallet with
+        // neither is read from its row alone.
+        // Its open lots give paid and free coins and the next expiry (a
+        // wallet that never expires coins reads no lot twice).
         try connection.prepared("""
-            SELECT w.user_id, w.currency, w.balance,
-                   CASE WHEN w.held = 0 THEN 0 ELSE (
-                       SELECT coalesce(sum(h.amount), 0) FROM wallet.holds h
-                       WHERE h.user_id = w.user_id AND h.currency = w.currency AND h.status = \(literal: HoldStatus.held)
-                         AND h.expires_at > now()) END
+            SELECT w.user_id, w.currency, w.balance, h.held,
+                   CASE WHEN w.next_expiry <= now() THEN wallet.expirable(w.user_id, w.currency, w.balance, h.held)
+                        ELSE 0 END,
+                   coalesce(l.paid, 0), coalesce(l.free, 0),
+                   CASE WHEN l.next_at IS NOT NULL THEN (
+                       SELECT sum(x.remaining) FROM wallet.lots x
+                       WHERE x.user_id = w.user_id AND x.currency = w.currency AND x.open
+                         AND x.expires_at = l.next_at) END::BIGINT,
+                   l.next_at
             FROM wallet.wallets w
+            CROSS JOIN LATERAL (
+                SELECT CASE WHEN w.held = 0 THEN 0 ELSE (
+                    SELECT coalesce(sum(x.amount), 0) FROM wallet.holds x
+                    WHERE x.user_id = w.user_id AND x.currency = w.currency AND x.status = \(literal: HoldStatus.held)
+                      AND x.expires_at > now()) END::BIGINT AS held) h
+            CROSS JOIN LATERAL (
+                SELECT sum(x.remaining) FILTER (WHERE x.paid)::BIGINT AS paid,
+                       sum(x.remaining) FILTER (WHERE NOT x.paid)::BIGINT AS free,
+                       CASE WHEN w.next_expiry IS NOT NULL THEN min(x.expires_at) FILTER (WHERE x.expires_at > now())
+                       END AS next_at
+                FROM wallet.lots x WHERE x.user_id = w.user_id AND x.currency = w.currency AND x.open) l
             WHERE w.user_id = ANY(\(userIDs)::text[]) ORDER BY w.user_id, w.currency
-            """).map { UserBalance(userID: try $0.decode(String.self, at: 0), currency: try $0.decode(String.self, at: 1),
-                                   balance: try $0.decode(Int64.self, at: 2), held: try $0.decode(Int64.self, at: 3)) }
+            """).map { row in
+            let nextAmount = try row.decodeIfPresent(Int64.self, at: 7)
+            let nextAt = try row.decodeIfPresent(Date.self, at: 8)
+            return UserBalance(
+                userID: try row.decode(String.self, at: 0), currency: try row.decode(String.self, at: 1),
+                balance: try row.decode(Int64.self, at: 2), held: try row.decode(Int64.self, at: 3),
+                expired: try row.decode(Int64.self, at: 4), paid: try row.decode(Int64.self, at: 5),
+                free: try row.decode(Int64.self, at: 6),
+                nextExpiry: nextAmount.flatMap { amount in nextAt.map { WalletBalance.NextExpiry(amount: amount, at: $0) } })
+        }
     }
 
     public struct Entry: Sendable, Equatable {

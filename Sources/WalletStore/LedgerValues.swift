@@ -97,6 +97,8 @@ public enum AuditAction: String, Sendable, CaseIterable, PostgresDecodable, Post
     case webhookEnable = "webhook_enable"
     /// An unclaimed purchase credited by hand (Scripts/admin/claim.sql).
     case claim
+    /// A currency added or renamed (Scripts/admin/currency.sql).
+    case currency
 }
 
 /// The type of Apple's decisive refund notification for a flowNO:

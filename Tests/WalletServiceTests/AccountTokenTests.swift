@@ -84,6 +84,7 @@ struct AccountTokenTests {
         try setup.query("INSERT INTO wallet.wallets (user_id, currency) VALUES ('carol.b-7', 'coin')")
         #expect(try Self.recorded("carol.b-7", on: setup) == Self.expected("carol.b-7"))
         // Another currency's wallet of the same player finds them there.
+        try setup.query("SELECT wallet.upsert_currency('gem', 'Gems')")
         try setup.query("INSERT INTO wallet.wallets (user_id, currency) VALUES ('ann', 'gem')")
         #expect(try service.count("SELECT count(*) FROM wallet.account_tokens WHERE user_id = 'ann'") == 2)
         // Issuing them later records nothing new.

@@ -187,7 +187,8 @@ struct CommandLineTests {
         // The same violations, by invariant and subject.
         let fromCLI = Set(corrupt.output.split(separator: "\n").map { $0.split(separator: "\t").prefix(2).joined(separator: " ") })
         #expect(fromCLI == ["balance_matches_ledger alice/coin", "balance_matches_ledger ghost/coin",
-                            "events_end_at_wallet alice/coin"])
+                            "events_end_at_wallet alice/coin", "lots_hold_balance alice/coin",
+                            "lots_hold_balance ghost/coin"])
         for violation in fromCLI {
             let parts = violation.split(separator: " ")
             #expect(failing.output.contains(parts[0]) && failing.output.contains(parts[1]), "check.sql lacks \(violation)")

@@ -213,10 +213,13 @@ struct CreditDebitTests {
         let never = try service.request("GET", "/v1/wallets/nobody", key: service.gameServerKey)
         #expect(never.status == 200)
         #expect(try never.json()["user_id"] == "nobody")
-        #expect(try never.json()["balances"] == .array([.object([("balance", 0), ("currency", "coin"), ("held", 0), ("available", 0)])]))
+        #expect(try never.json()["balances"] == .array([.object([("balance", 0), ("currency", "coin"), ("held", 0), ("available", 0),
+                                                                  ("paid", 0), ("free", 0), ("debt", 0), ("next_expiry", .null)])]))
         #expect(try service.credit(userID: "ivy", flowNo: "r-1").status == 201)
         let wallet = try service.request("GET", "/v1/wallets/ivy", key: service.appBackendKey)
-        #expect(try wallet.json()["balances"] == .array([.object([("balance", 600), ("currency", "coin"), ("held", 0), ("available", 600)])]))
+        // A purchase's coins are paid coins.
+        #expect(try wallet.json()["balances"] == .array([.object([("balance", 600), ("currency", "coin"), ("held", 0), ("available", 600),
+                                                                   ("paid", 600), ("free", 0), ("debt", 0), ("next_expiry", .null)])]))
         let credit = try service.request("GET", "/v1/credits/r-1", key: service.gameServerKey)
         #expect(credit.status == 200)
         #expect(try credit.json()["credit"]?["user_id"] == "ivy")
@@ -250,7 +253,9 @@ struct CreditDebitTests {
                         let read = try service.request("GET", path, key: service.gameServerKey)
                         let balances = try read.json()["balances"]
                         if debit.status != 201 || balances != .array([.object([("balance", .number(String(expected))), ("currency", "coin"),
-                                                                     ("held", 0), ("available", .number(String(expected)))])]) {
+                                                                     ("held", 0), ("available", .number(String(expected))),
+                                                                     ("paid", 0), ("free", .number(String(expected))), ("debt", 0),
+                                                                     ("next_expiry", .null)])]) {
                             wrong.withLock { $0.append("\(path) after debit \(round): \(debit.status) \(String(describing: balances))") }
                         }
                     } else {

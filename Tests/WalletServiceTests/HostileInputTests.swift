@@ -94,7 +94,15 @@ struct HostileInputTests {
                                                   json: #"{"user_id":"alice","amount":1,"currency":"gems"}"#,
                                                   headers: [("Idempotency-Key", "currency-1")])
         #expect(unknownCurrency.status == 422)
-        #expect(try unknownCurrency.json()["code"] == "validation_failed")
+        #expect(try unknownCurrency.json()["code"] == "unknown_currency")
+        #expect(unknownCurrency.header("Content-Type") == "application/problem+json")
+        // Once the catalog has the currency, the same debit is judged on its funds.
+        try connection.query("SELECT wallet.upsert_currency('gems', 'Gems')")
+        let known = try service.request("POST", "/v1/debits", key: service.gameServerKey,
+                                        json: #"{"user_id":"alice","amount":1,"currency":"gems"}"#,
+                                        headers: [("Idempotency-Key", "currency-2")])
+        #expect(known.status == 409, "\(known.text)")
+        #expect(try known.json()["code"] == "insufficient_funds")
         #expect(try service.balance(of: "alice") == 1000)
     }
 

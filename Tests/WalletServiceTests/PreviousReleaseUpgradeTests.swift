@@ -34,7 +34,7 @@ extension SchemaUpgradeTests {
                 "0016_console_cookie_key.sql", "0017_one_posting.sql", "0018_set_based_holds.sql",
                 "0019_events.sql", "0020_webhooks.sql", "0021_webhook_batches.sql", "0022_account_tokens.sql",
                 "0023_notification_credits.sql", "0024_purchase_claims.sql", "0025_unclaimed_google_purchases.sql",
-                "0026_lots.sql"])
+                "0026_lots.sql", "0027_expiring_lots.sql", "0028_currencies.sql"])
         // Every balance, held amount, entry, credit, hold and stored answer is as it was.
         let after = try previous.snapshot()
         for (table, rows) in before {
@@ -190,8 +190,10 @@ struct PreviousRelease {
         for (table, order) in [("wallets", "user_id, currency"), ("entries", "id"), ("credits", "flow_no"),
                                ("holds", "id"), ("idempotency_keys", "client, key"), ("googleplay_voids", "purchase_token"),
                                ("appstore_refund_states", "flow_no"), ("outbox", "kind, key")] {
-            tables[table] = try connection.query(PostgresQuery(unsafeSQL: "SELECT t::text FROM wallet.\(table) t ORDER BY \(order)"))
-                .map { $0[0] }
+            // A wallet's columns as the previous release had them (next_expiry came after).
+            let value = table == "wallets" ? "ROW(t.user_id, t.currency, t.balance, t.created_at, t.updated_at, t.held)" : "t"
+            tables[table] = try connection.query(PostgresQuery(
+                unsafeSQL: "SELECT \(value)::text FROM wallet.\(table) t ORDER BY \(order)")).map { $0[0] }
         }
         #expect(tables["holds"]?.count == 5)
         #expect(tables["idempotency_keys"]?.count == 13)

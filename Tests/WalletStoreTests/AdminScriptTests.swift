@@ -465,16 +465,17 @@ struct AdminScriptTests {
         try books.connection.query("UPDATE wallet.wallets SET balance = balance + 1 WHERE user_id = \("u6")")
         let corrupted = try books.psql.run("check.sql")
         #expect(corrupted.status == 3, "\(corrupted)")
-        // The books, and the wallet's last event, disagree with it.
+        // The books, the wallet's last event and its lots disagree with it.
         let event = try books.connection.query("SELECT max(id) FROM wallet.events WHERE user_id = 'u6'")[0]
             .decode(Int64.self, at: 0)
         #expect(corrupted.output == """
             violation balance_matches_ledger u6/coin: balance 601, ledger sum 600
             violation events_end_at_wallet u6/coin: balance 601 and held 0, last event \(event) says 600 and 0
-            FAILED: 2 invariant violation(s)
+            violation lots_hold_balance u6/coin: balance 601, lots hold 600
+            FAILED: 3 invariant violation(s)
 
             """, "\(corrupted)")
-        #expect(corrupted.errors.contains("wallet invariants violated: 2 violation(s)"), "\(corrupted)")
+        #expect(corrupted.errors.contains("wallet invariants violated: 3 violation(s)"), "\(corrupted)")
     }
 
     // MARK: report.sql
@@ -622,6 +623,7 @@ struct AdminScriptTests {
         #expect(try books.credit(flowNo: "2000000950", userID: "also", productID: "guodong1200") == "credited")
         try books.refund("2000000950")
         // Another currency of the same user is a line of its own.
+        try books.connection.query("SELECT wallet.upsert_currency('gem', 'Gems')")
         try books.connection.query("SELECT wallet.upsert_product('gem100', 100, 'gem')")
         #expect(try books.credit(flowNo: "2000000942", userID: "one", productID: "gem100") == "credited")
         try books.refund("2000000942")
@@ -791,11 +793,12 @@ struct AdminScriptTests {
         #expect(readme.hasPrefix("## Admin scripts\n"))
         let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
             .filter { $0.hasSuffix(".sql") }.sorted()
-        #expect(names == ["check.sql", "claim.sql", "events.sql", "grant.sql", "holds.sql", "product.sql", "refund.sql",
-                          "refunds.sql", "report.sql", "revoke.sql"])
+        #expect(names == ["check.sql", "claim.sql", "currency.sql", "events.sql", "grant.sql", "holds.sql", "product.sql",
+                          "refund.sql", "refunds.sql", "report.sql", "revoke.sql"])
         let variables: [String: [String]] = [
             "check.sql": [],
             "claim.sql": ["flow_no", "user_id", "reason", "operator"],
+            "currency.sql": ["code", "name", "operator", "reason"],
             "events.sql": ["user_id"],
             "holds.sql": [],
             "grant.sql": ["user_id", "amount", "currency", "reason", "operator"],
@@ -902,6 +905,17 @@ private struct Books {
                     \(flowNo), now() - make_interval(days => \(boughtDaysAgo))),
                    (nextval('wallet.events_id_seq'), 'credit.refunded', \(userID), 'coin', -600, 0, 0, 0, \(refundID),
                     \(flowNo), now() - make_interval(days => \(refundedDaysAgo)))
+            """)
+        // And the purchase's lot, made by the credit and emptied by the refund.
+        let lotID = try connection.query("""
+            INSERT INTO wallet.lots (user_id, currency, source, paid, amount, remaining, entry_id, flow_no, created_at)
+            VALUES (\(userID), 'coin', 'purchase', TRUE, 600, 0, \(entryID), \(flowNo),
+                    now() - make_interval(days => \(boughtDaysAgo)))
+            RETURNING id
+            """)[0].decode(Int64.self, at: 0)
+        try connection.query("""
+            INSERT INTO wallet.entry_lots (entry_id, lot_id, amount)
+            VALUES (\(entryID), \(lotID), 600), (\(refundID), \(lotID), -600)
             """)
         try connection.execute("COMMIT")
     }

@@ -99,8 +99,16 @@ struct GroupCommitTests {
         // only refuses changes.)
         try connection.execute("INSERT INTO wallet.wallets (user_id, currency, balance) VALUES ('full', 'coin', 9223372036854775000)")
         try connection.execute("""
-            INSERT INTO wallet.entries (user_id, currency, amount, balance_after, kind, reference, client)
-            VALUES ('full', 'coin', 9223372036854775000, 9223372036854775000, 'grant', 'setup', 'tests')
+            WITH entry AS (
+                INSERT INTO wallet.entries (user_id, currency, amount, balance_after, kind, reference, client)
+                VALUES ('full', 'coin', 9223372036854775000, 9223372036854775000, 'grant', 'setup', 'tests')
+                RETURNING id
+            ), lot AS (
+                INSERT INTO wallet.lots (user_id, currency, source, paid, amount, remaining, entry_id)
+                SELECT 'full', 'coin', 'grant', FALSE, 9223372036854775000, 9223372036854775000, id FROM entry
+                RETURNING id, entry_id
+            )
+            INSERT INTO wallet.entry_lots (entry_id, lot_id, amount) SELECT entry_id, id, 9223372036854775000 FROM lot
             """)
         try connection.query("SELECT * FROM wallet.grant_coins('held', 10, 'coin', 'setup', 'tests')")
 

@@ -180,6 +180,81 @@ struct LotTests {
         #expect(try LedgerStore.checkInvariants(on: connection) == [])
     }
 
+    /// Moves a lot's expiry into the past, as time passing would (its
+    /// wallet's next_expiry too, as move_lots keeps it).
+    static func letExpire(_ connection: Connection, lot: Int64) throws {
+        try connection.execute(PostgresQuery(unsafeSQL: """
+            UPDATE wallet.lots SET expires_at = now() - interval '1 second' WHERE id = \(lot)
+            """))
+        try connection.execute(PostgresQuery(unsafeSQL: """
+            UPDATE wallet.wallets w SET next_expiry = now() - interval '1 second'
+            FROM wallet.lots l WHERE l.id = \(lot) AND w.user_id = l.user_id AND w.currency = l.currency
+            """))
+    }
+
+    static func expiring(_ connection: Connection) throws -> Int64 {
+        try connection.query("SELECT id FROM wallet.lots WHERE expires_at IS NOT NULL ORDER BY id LIMIT 1")[0]
+            .decode(Int64.self, at: 0)
+    }
+
+    /// A grant that expires is spent first; past its expiry its coins stop
+    /// counting at once, and the sweeper takes out exactly those, except
+    /// what a hold still needs, which goes once the hold lets it go.
+    @Test func expiredCoinsGoToTheCoinKeepingWhatHoldsNeed() throws {
+        let connection = try Connection(options: try TestDatabase.make())
+        try connection.query("SELECT * FROM wallet.grant_coins('ann', 1000, 'coin', 'a', 'ops')")
+        try connection.query("SELECT * FROM wallet.grant_coins('ann', 300, 'coin', 'week', 'ops', p_expires_in_days => 7)")
+        #expect(try connection.query("SELECT (next_expiry - now() > interval '6 days')::text FROM wallet.wallets")[0][0]
+            == "true")
+        _ = try LedgerStore.debit([Self.debit("d-1", 100)], on: connection)
+        #expect(try Self.lots(connection) == ["grant false 1000 1000", "grant false 300 200"])
+        let placed = try LedgerStore.holds([HoldBatchTests.place("h-1", 1100)], on: connection)
+        let hold = try #require(placed[0].hold)
+
+        try Self.letExpire(connection, lot: try Self.expiring(connection))
+        // Read before any sweep: the 100 expired coins the hold does not need are not available.
+        let read = try LedgerStore.balances(of: ["ann"], on: connection)
+        #expect(read.map { "\($0.balance) \($0.held) \($0.expired)" } == ["1200 1100 100"])
+        #expect(try connection.query("SELECT wallet.expire_lots()")[0][0] == "100")
+        #expect(try connection.query("SELECT wallet.expire_lots()")[0][0] == "0")
+        #expect(try Self.lots(connection) == ["grant false 1000 1000", "grant false 300 100"])
+        #expect(try Self.balance(connection) == 1100)
+
+        // The hold let go, its 100 expire too, before anything else decides.
+        _ = try LedgerStore.holds([HoldBatchTests.release("r-1", hold.id)], on: connection)
+        #expect(try LedgerStore.balances(of: ["ann"], on: connection).map(\.expired) == [100])
+        let refused = try LedgerStore.debit([Self.debit("d-2", 1001)], on: connection)
+        #expect(refused[0].outcome == .insufficientFunds)
+        #expect(try Self.balance(connection) == 1000)
+        #expect(try Self.lots(connection) == ["grant false 1000 1000", "grant false 300 0"])
+        #expect(try connection.query("SELECT next_expiry IS NULL FROM wallet.wallets")[0][0] == "t")
+
+        // Breakage is the expired coins, to the coin, each told as an event.
+        #expect(try connection.query("""
+            SELECT -sum(amount) || ' ' || count(*) FROM wallet.entries WHERE kind = 'expire'
+            """)[0][0] == "200 2")
+        #expect(try connection.query("SELECT count(*) FROM wallet.events WHERE type = 'coins.expired'")[0][0] == "2")
+        #expect(try LedgerStore.checkInvariants(on: connection) == [])
+    }
+
+    /// A debit never spends coins past their expiry, even before they are
+    /// taken out; a capture spends the ones kept for its hold.
+    @Test func aDebitSkipsExpiredCoinsAndACaptureUsesTheOnesKeptForIt() throws {
+        let connection = try Connection(options: try TestDatabase.make())
+        try connection.query("SELECT * FROM wallet.grant_coins('ann', 50, 'coin', 'a', 'ops')")
+        try connection.query("SELECT * FROM wallet.grant_coins('ann', 100, 'coin', 'b', 'ops', p_expires_in_days => 1)")
+        let placed = try LedgerStore.holds([HoldBatchTests.place("h-1", 120)], on: connection)
+        try Self.letExpire(connection, lot: try Self.expiring(connection))
+        // 30 of the expired 100 may go; 70 are kept for the hold.
+        let debit = try LedgerStore.debit([Self.debit("d-1", 1)], on: connection)
+        #expect(debit[0].outcome == .insufficientFunds)
+        #expect(try Self.lots(connection) == ["grant false 50 50", "grant false 100 70"])
+        let captured = try LedgerStore.holds([HoldBatchTests.capture("c-1", placed[0].hold!.id, 120)], on: connection)
+        #expect(try Self.moves(connection, entry: try #require(captured[0].hold?.entryID)) == ["1:-50", "2:-70"])
+        #expect(try Self.balance(connection) == 0)
+        #expect(try LedgerStore.checkInvariants(on: connection) == [])
+    }
+
     /// The check sees a lot that no longer matches its entries, and a
     /// balance its lots do not hold.
     @Test func theCheckFindsLotsThatDoNotMatch() throws {
