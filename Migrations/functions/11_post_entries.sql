@@ -246,7 +246,8 @@ RETURN CASE WHEN p_kind = 'debit' AND p_hold_id IS NULL THEN 'fresh'
 --   refund took;
 -- - a decrease takes from the wallet's lots in spending order: a refund's
 --   own purchase first, then soonest expiry (coins that never expire last),
---   free before paid, oldest first; what no lot covers becomes debt.
+--   free before paid (paid first with lot_settings.spend_paid_first),
+--   oldest first; what no lot covers becomes debt.
 -- When every wallet's moves in a call are alike (all of them make lots, or
 -- all take by the same rule) they are made in a few statements whatever
 -- their number; otherwise each entry's moves are made on their own, in
@@ -337,6 +338,13 @@ BEGIN
 END;
 $$;
 
+-- Paid coins before free ones (true) or after them (false, the default),
+-- as the service runs (WALLET_SPEND_PAID_FIRST), written at its start-up.
+CREATE OR REPLACE FUNCTION wallet.set_spending_order(p_paid_first BOOLEAN) RETURNS VOID
+LANGUAGE sql AS $$
+    UPDATE wallet.lot_settings SET spend_paid_first = p_paid_first WHERE spend_paid_first IS DISTINCT FROM p_paid_first
+$$;
+
 -- The decreases of a call whose moves are alike (wallet.move_lots): each
 -- wallet's decreases, in posting order, take consecutive stretches of its
 -- lots laid end to end in spending order, so an entry takes from a lot
@@ -366,7 +374,10 @@ BEGIN
         SELECT l.id, l.user_id, l.currency, l.remaining, l.expires_at,
                sum(l.remaining) OVER (PARTITION BY l.user_id, l.currency
                                       ORDER BY coalesce(l.paid AND l.flow_no = w.own, FALSE) DESC,
-                                               l.expires_at NULLS LAST, l.paid, l.id)::BIGINT AS upto
+                                               l.expires_at NULLS LAST,
+                                               l.paid <> (SELECT o.spend_paid_first FROM wallet.lot_settings o
+                                                          WHERE o.only_row = TRUE),
+                                               l.id)::BIGINT AS upto
         FROM (SELECT DISTINCT n.user_id, n.currency, n.rule, n.own FROM need n) w
         JOIN wallet.lots l ON l.user_id = w.user_id AND l.currency = w.currency AND l.open
         WHERE CASE w.rule WHEN 'fresh' THEN NOT coalesce(l.expires_at <= now(), FALSE)

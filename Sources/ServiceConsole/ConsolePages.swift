@@ -189,11 +189,25 @@ enum ConsolePages {
         }
         return document(title: "Player \(page.userID)", chrome: chrome, main: """
             <h1>Player <span class="id">\(page.userID)</span></h1>
-            \(table(id: "balances", caption: "Balances; held coins are reserved by holds and not available to debit",
-                    columns: ["Currency", "Balance", "Held", "Available"],
+            \(table(id: "balances", caption: "Balances; held coins are reserved by holds and not available to debit; "
+                        + "paid and free coins are what the lots hold, debt what a refund took beyond them",
+                    columns: ["Currency", "Balance", "Held", "Available", "Paid", "Free", "Debt", "Next expiry"],
                     rows: page.balances.map { balance in
-                        row([cell(balance.currency), cell(balance.balance), cell(balance.held), cell(balance.available)])
+                        row([cell(balance.currency), cell(balance.balance), cell(balance.held), cell(balance.available),
+                             cell(balance.paid), cell(balance.free),
+                             cell(String(balance.debt), class: balance.debt > 0 ? "alert" : nil),
+                             cell(balance.nextExpiry.map { "\($0.amount) at \($0.at.rfc3339)" })])
                     }))
+            <section>
+            <h2>Lots</h2>
+            \(table(id: "lots", caption: "Lots with coins left, soonest expiry first (newest \(ConsoleStore.relatedMax))",
+                    columns: ["Lot", "Currency", "Source", "Paid", "Amount", "Remaining", "Expires", "flowNO", "Created"],
+                    rows: page.lots.map { lot in
+                        row([cell(String(lot.id), class: "lot-id"), cell(lot.currency), cell(lot.source),
+                             cell(lot.paid ? "paid" : "free"), cell(lot.amount), cell(lot.remaining), cell(lot.expiresAt),
+                             cell(lot.flowNo.map(creditLink) ?? ""), cell(lot.createdAt)])
+                    }))
+            </section>
             <section>
             <h2>Ledger</h2>
             \(entryTable(id: "ledger", caption: beforeID == nil ? "Newest entries first" : "Older entries, newest first",

@@ -128,10 +128,13 @@ public final class Application: Sendable {
                                 allowHTTP: configuration.webhooksAllowHTTP)),
             clock: clock, logger: logger,
             afterSchema: { [console, ledger, namespace = apple.accountTokenNamespace,
+                            paidFirst = configuration.spendPaidFirst,
                             startupReadSeconds = configuration.startupReadTimeoutSeconds] in
                 try console?.loadCookieKey(deadline: .now + .seconds(startupReadSeconds))
-                // A wallet an admin script makes records its App Store token too.
+                // A wallet an admin script makes records its App Store token
+                // too, and a script takes coins from lots in the same order.
                 try ledger.setAccountTokenNamespace(namespace, deadline: .now + .seconds(startupReadSeconds))
+                try ledger.setSpendingOrder(paidFirst: paidFirst, deadline: .now + .seconds(startupReadSeconds))
             })
     }
 

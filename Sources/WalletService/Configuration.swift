@@ -87,6 +87,8 @@ public struct Configuration: Sendable {
     /// Credit a consumable from the store's own ONE_TIME_CHARGE
     /// notification; false records it only.
     public var creditFromNotifications = true
+    /// Spend paid coins before free ones (WALLET_SPEND_PAID_FIRST).
+    public var spendPaidFirst = false
     public var idempotencyPurgeIntervalSeconds = 60
     public var idempotencyPurgeRoundRowsMax = 1_000
     public var idempotencyPurgeRoundsMax = 20

@@ -254,6 +254,7 @@ extension Configuration {
             BooleanSetting(variable: "WALLET_ADMIN_CONSOLE", value: \.adminConsole),
             BooleanSetting(variable: "WALLET_WEBHOOKS_ALLOW_HTTP", value: \.webhooksAllowHTTP),
             BooleanSetting(variable: "WALLET_CREDIT_FROM_NOTIFICATIONS", value: \.creditFromNotifications),
+            BooleanSetting(variable: "WALLET_SPEND_PAID_FIRST", value: \.spendPaidFirst),
             BooleanSetting(variable: "WALLET_APPLE_REQUIRE_ACCOUNT_TOKEN", value: \.apple.requireAccountToken),
             BooleanSetting(variable: "WALLET_APPLE_CONSUMPTION_CONSENT", value: \.apple.api.consumptionConsent),
             BooleanSetting(variable: "WALLET_GOOGLE_ALLOW_TEST_PURCHASES", value: \.google.allowTestPurchases),

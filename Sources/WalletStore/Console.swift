@@ -311,6 +311,21 @@ public struct ConsoleStore: Sendable {
         public var audit: [AuditRow]
         /// The newest `relatedMax` events, newest first.
         public var events: [WalletEvent]
+        /// Lots with coins left, soonest expiry first (at most `relatedMax`).
+        public var lots: [LotRow]
+    }
+
+    /// A lot with coins left, as the player page lists it.
+    public struct LotRow: Sendable {
+        public var id: Int64
+        public var currency: String
+        public var source: String
+        public var paid: Bool
+        public var amount: Int64
+        public var remaining: Int64
+        public var expiresAt: Date?
+        public var flowNo: String?
+        public var createdAt: Date
     }
 
     /// Nil when the user has no wallet and no credit.
@@ -341,8 +356,19 @@ public struct ConsoleStore: Sendable {
                    created_at, data::text
             FROM wallet.events WHERE user_id = \(userID.rawValue) ORDER BY id DESC LIMIT \(relatedMax)
             """).map { try EventStore.event($0, at: 0) }
+        let lots = try connection.query("""
+            SELECT id, currency, source, paid, amount, remaining, expires_at, flow_no, created_at FROM wallet.lots
+            WHERE user_id = \(userID.rawValue) AND open
+            ORDER BY currency, expires_at NULLS LAST, id LIMIT \(relatedMax)
+            """).map { row in
+            LotRow(id: try row.decode(Int64.self, at: 0), currency: try row.decode(String.self, at: 1),
+                   source: try row.decode(String.self, at: 2), paid: try row.decode(Bool.self, at: 3),
+                   amount: try row.decode(Int64.self, at: 4), remaining: try row.decode(Int64.self, at: 5),
+                   expiresAt: try row.decodeIfPresent(Date.self, at: 6), flowNo: try row.decodeIfPresent(String.self, at: 7),
+                   createdAt: try row.decode(Date.self, at: 8))
+        }
         return UserPage(userID: userID.rawValue, balances: balances, entries: entries, credits: credits, audit: audit,
-                        events: events)
+                        events: events, lots: lots)
     }
 
     /// A webhook delivery as the console lists it.

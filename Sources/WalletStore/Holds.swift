@@ -192,19 +192,4 @@ extension Ledger {
             try $0.prepared("SELECT wallet.expire_holds(\(wallets)::integer)")[0].decode(Int.self, at: 0)
         }
     }
-
-    /// Takes coins past their lot's expiry out of up to `wallets` wallets,
-    /// one wallet per transaction (Migrations/functions/18_lot_expiry.sql);
-    /// returns the coins expired.
-    public func expireLots(wallets: Int) throws -> Int64 {
-        var expired: Int64 = 0
-        for _ in 0..<wallets {
-            let coins = try writeBounded(.statement, pool: pool, metrics: metrics, deadline: .now + .seconds(10)) {
-                try $0.prepared("SELECT wallet.expire_lots()")[0].decode(Int64.self, at: 0)
-            }
-            if coins == 0 { break }
-            expired += coins
-        }
-        return expired
-    }
 }

@@ -722,6 +722,21 @@ class Suite:
         check(len(rows) == 5, f"/admin/users/{PLAYER}: expected 5 ledger rows, got {len(rows)}")
         credits_rows = table_rows(driver, "table#credits") or []
         check(len(credits_rows) == 2, f"/admin/users/{PLAYER}: expected 2 rows in #credits, got {len(credits_rows)}")
+        # The lots with coins left, as the database has them, and the
+        # balance's paid and free coins, which they add up to.
+        lots = self.service.psql(f"""
+            SELECT id, remaining, paid FROM wallet.lots WHERE user_id = '{PLAYER}' AND open ORDER BY currency,
+                   expires_at NULLS LAST, id""")
+        shown_lots = table_rows(driver, "table#lots") or []
+        check([row[0][1] for row in shown_lots] == [lot[0] for lot in lots],
+              f"/admin/users/{PLAYER}: #lots shows {[row[0][1] for row in shown_lots]}, the database has "
+              f"{[lot[0] for lot in lots]}")
+        check(len(lots) > 0, f"{PLAYER} has no lot with coins left")
+        coin = next((row for row in table_rows(driver, "table#balances") or [] if row[0][1] == "coin"), None)
+        paid = sum(int(lot[1]) for lot in lots if lot[2] == "t")
+        free = sum(int(lot[1]) for lot in lots if lot[2] == "f")
+        check(coin is not None and coin[4][1] == str(paid) and coin[5][1] == str(free),
+              f"/admin/users/{PLAYER}: #balances coin row {coin} does not show paid {paid} and free {free}")
 
         submit_search(driver, ODD_PLAYER)
         landed = urllib.parse.unquote(path_of(driver))

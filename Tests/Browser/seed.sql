@@ -16,7 +16,8 @@
 --     which only a refund may do), its credit is marked refunded by the same
 --     source for the same amount, and nothing follows it;
 --   * every entry is told by its event, and each wallet's last event shows
---     it as it is.
+--     it as it is;
+--   * each balance above zero is held by lots, as an upgraded database's is.
 --
 -- Entry ids are drawn from wallet.entries_id_seq, as the service draws them,
 -- and given out in created_at order, so ids and times grow together (the
@@ -249,6 +250,26 @@ INSERT INTO wallet.appstore_refund_states (flow_no, notification_type, signed_da
 SELECT n.flow_no, n.notification_type, n.signed_date, n.notification_uuid, n.received_at
 FROM wallet.appstore_notifications n
 JOIN seed_notifications s ON s.flow_no = n.flow_no;
+
+-- Lots: the seeded books are those of a database that moved to lots after
+-- them (Migrations/0026_lots.sql): each seeded balance above zero is opening
+-- lots, paid as far as the player's credits net of refunds account for it
+-- and free for the rest, and the entry invariant starts after the seed.
+INSERT INTO wallet.lots (user_id, currency, source, paid, amount, remaining, created_at)
+SELECT o.user_id, 'coin', o.source, o.source = 'purchase', o.amount, o.amount, o.opened_at
+FROM (
+    SELECT w.user_id, w.updated_at AS opened_at, s.source,
+           CASE s.source WHEN 'purchase' THEN least(w.balance, greatest(0, p.bought))
+                         ELSE w.balance - least(w.balance, greatest(0, p.bought)) END AS amount
+    FROM wallet.wallets w
+    JOIN (SELECT e.user_id, coalesce(sum(e.amount) FILTER (WHERE e.kind IN ('credit', 'refund')), 0) AS bought
+          FROM seed_entries e GROUP BY e.user_id) p ON p.user_id = w.user_id
+    CROSS JOIN (VALUES ('purchase'), ('grant')) s (source)
+    WHERE w.balance > 0
+) o
+WHERE o.amount > 0
+ORDER BY o.user_id, o.source DESC;
+UPDATE wallet.lot_settings SET first_entry_id = (SELECT max(e.id) + 1 FROM seed_entries e);
 
 COMMIT;
 

@@ -125,7 +125,8 @@ struct ConfigurationTests {
     @Test func booleansAreExactlyTrueOrFalse() throws {
         let variables = ["WALLET_DATABASE_PREPARED_STATEMENTS", "WALLET_ADMIN_CONSOLE", "WALLET_APPLE_REQUIRE_ACCOUNT_TOKEN",
                          "WALLET_APPLE_CONSUMPTION_CONSENT", "WALLET_GOOGLE_ALLOW_TEST_PURCHASES",
-                         "WALLET_GOOGLE_REQUIRE_ACCOUNT_ID", "WALLET_WEBHOOKS_ALLOW_HTTP", "WALLET_CREDIT_FROM_NOTIFICATIONS"]
+                         "WALLET_GOOGLE_REQUIRE_ACCOUNT_ID", "WALLET_WEBHOOKS_ALLOW_HTTP", "WALLET_CREDIT_FROM_NOTIFICATIONS",
+                         "WALLET_SPEND_PAID_FIRST"]
         #expect(Set(variables) == Set(Configuration.booleanSettings.map(\.variable)))
         // The account-token rule wants a namespace beside the flag.
         let base = ["WALLET_APPLE_ACCOUNT_TOKEN_NAMESPACE": "6ba7b810-9dad-11d1-80b4-00c04fd430c8"]

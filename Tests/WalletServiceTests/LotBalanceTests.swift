@@ -4,6 +4,7 @@ import Postgres
 import ServiceTestSupport
 import Testing
 import TestSupport
+import WalletService
 
 /// What `GET /v1/wallets/{user_id}` shows of a wallet's lots, through the
 /// real server: paid and free coins, debt, the next expiry, and coins past
@@ -62,6 +63,20 @@ struct LotBalanceTests {
         // The next grant repays the debt first.
         try connection.query("SELECT * FROM wallet.grant_coins('kim', 300, 'coin', 'apology', 'ops')")
         #expect(try Self.shown(service, "kim") == "100 0 100 0 100 0 none")
+        #expect(try service.violations() == [])
+    }
+
+    /// WALLET_SPEND_PAID_FIRST reaches the database at start-up, so the
+    /// service's debits (and the admin scripts) spend paid coins first.
+    @Test func paidFirstSpendsThePurchaseBeforeTheGrant() throws {
+        let service = try TestService { $0.spendPaidFirst = true }
+        defer { service.stop() }
+        let connection = try Connection(options: service.database)
+        #expect(try connection.query("SELECT spend_paid_first::text FROM wallet.lot_settings")[0][0] == "true")
+        #expect(try service.credit(userID: "max", flowNo: "m-1").status == 201)
+        try connection.query("SELECT * FROM wallet.grant_coins('max', 100, 'coin', 'prize', 'ops')")
+        #expect(try service.debit(userID: "max", amount: 650, idempotencyKey: "shield").status == 201)
+        #expect(try Self.shown(service, "max") == "50 0 50 0 50 0 none")
         #expect(try service.violations() == [])
     }
 

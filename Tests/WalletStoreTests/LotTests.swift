@@ -78,6 +78,24 @@ struct LotTests {
         #expect(try LedgerStore.checkInvariants(on: connection) == [])
     }
 
+    /// WALLET_SPEND_PAID_FIRST flips the second key of the order: paid
+    /// coins go before free ones (expiry still comes first).
+    @Test func thePaidFirstOrderSpendsPaidCoinsBeforeFreeOnes() throws {
+        let connection = try Connection(options: try TestDatabase.make())
+        try connection.query("SELECT wallet.set_spending_order(TRUE)")
+        _ = try LedgerStore.credit([Self.credit("f-1", "ann", "guodong600")], on: connection)
+        try connection.query("SELECT * FROM wallet.grant_coins('ann', 100, 'coin', 'prize', 'ops')")
+        try connection.query("SELECT * FROM wallet.grant_coins('ann', 30, 'coin', 'week', 'ops', p_expires_in_days => 7)")
+        let spent = try LedgerStore.debit([Self.debit("d-1", 650)], on: connection)
+        // The 30 that expire, then the paid 600, then 20 of the free 100.
+        #expect(try Self.moves(connection, entry: try #require(spent[0].entryID)) == ["1:-600", "2:-20", "3:-30"])
+        try connection.query("SELECT wallet.set_spending_order(FALSE)")
+        let more = try LedgerStore.debit([Self.debit("d-2", 10)], on: connection)
+        #expect(try Self.moves(connection, entry: try #require(more[0].entryID)) == ["2:-10"])
+        #expect(try Self.lots(connection) == ["purchase true 600 0", "grant false 100 70", "grant false 30 0"])
+        #expect(try LedgerStore.checkInvariants(on: connection) == [])
+    }
+
     /// A refund takes its own purchase first even when spending order
     /// would take other lots first, then other lots in spending order.
     @Test func aRefundTakesItsOwnPurchaseBeforeAnyOtherLot() throws {
@@ -277,7 +295,11 @@ struct LotTests {
     /// below zero (a constraint), no coin is taken twice, and the books
     /// balance lot by lot.
     @Test func sixtyFourThreadsOnOneWalletKeepEveryLotExact() throws {
-        let options = try TestDatabase.make()
+        var database = try TestDatabase.make()
+        // 64 threads queue on one wallet row: a statement may wait for all
+        // the others ahead of it, longer than the default 5 s on a busy machine.
+        database.statementTimeoutMilliseconds = 120_000
+        let options = database
         let setup = try Connection(options: options)
         try setup.query("SELECT * FROM wallet.grant_coins('ann', 2000, 'coin', 'seed', 'ops')")
         let failures = Mutex<[String]>([])
