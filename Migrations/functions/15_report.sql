@@ -1,6 +1,7 @@
--- wallet.report and wallet.player_events (Scripts/admin/report.sql and
--- events.sql), re-applied by the migrator whenever this file changes (the
--- report first defined in 0003_admin_and_invariants.sql).
+-- wallet.report, wallet.breakage and wallet.player_events
+-- (Scripts/admin/report.sql, breakage.sql and events.sql), re-applied by the
+-- migrator whenever this file changes (the report first defined in
+-- 0003_admin_and_invariants.sql).
 
 -- Credits, refunds, debits and net coins per product and per day, for finance.
 CREATE OR REPLACE FUNCTION wallet.report(p_since TIMESTAMPTZ DEFAULT '-infinity')
@@ -22,6 +23,20 @@ LANGUAGE sql STABLE AS $$
     WHERE e.created_at >= p_since
     GROUP BY 1, 2, 3
     ORDER BY 1, 2, 3;
+$$;
+
+-- Breakage: coins that expired unspent, per UTC month and currency, from
+-- the ledger's `expire` entries (each is coins past their lot's expiry
+-- taken out of a balance), with how many players lost some.
+CREATE OR REPLACE FUNCTION wallet.breakage(p_since TIMESTAMPTZ DEFAULT '-infinity')
+RETURNS TABLE (month TEXT, currency TEXT, expired BIGINT, entries BIGINT, players BIGINT)
+LANGUAGE sql STABLE AS $$
+    SELECT to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM'), e.currency, -sum(e.amount)::BIGINT, count(*),
+           count(DISTINCT e.user_id)
+    FROM wallet.entries e
+    WHERE e.kind = 'expire' AND e.created_at >= p_since
+    GROUP BY 1, 2
+    ORDER BY 1, 2;
 $$;
 
 -- A player's events, newest first (Scripts/admin/events.sql, the console).

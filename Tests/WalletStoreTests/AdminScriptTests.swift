@@ -510,6 +510,42 @@ struct AdminScriptTests {
         #expect(later.lineCount == 1, "\(later)")
     }
 
+    // MARK: breakage.sql
+
+    @Test func breakageSumsTheCoinsThatExpiredPerMonth() throws {
+        let books = try Books()
+        for (user, amount) in [("b1", Int64(300)), ("b2", Int64(200))] {
+            try books.connection.query("""
+                SELECT wallet.grant_coins(\(user), \(amount), 'coin', 'weekly prize', 'alice', p_expires_in_days => 7)
+                """)
+        }
+        try books.connection.query("SELECT wallet.grant_coins('b1', 50, 'coin', 'kept', 'alice')")
+        // b1 spends 100 (from the coins that expire first); a week later, as
+        // far as the lots and their wallets know, the rest expires.
+        #expect(try books.debit(key: "spend-b1", userID: "b1", amount: 100) == "debited")
+        try books.connection.execute("UPDATE wallet.lots SET expires_at = now() - interval '1 second' WHERE expires_at IS NOT NULL")
+        try books.connection.execute("""
+            UPDATE wallet.wallets SET next_expiry = now() - interval '1 second' WHERE user_id IN ('b1', 'b2')
+            """)
+        while try books.connection.query("SELECT wallet.expire_lots()")[0].decode(Int64.self, at: 0) > 0 {}
+        let month = try books.connection.query("SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM')")[0]
+            .decode(String.self, at: 0)
+
+        let run = try books.psql.run("breakage.sql", arguments: ["--csv"])
+        #expect(run.status == 0, "\(run)")
+        // b1's 300 less the 100 spent, and b2's 200.
+        #expect(run.output.split(separator: "\n").map(String.init) == [
+            "month,currency,expired,entries,players",
+            "\(month),coin,400,2,2",
+        ], "\(run)")
+        #expect(try books.balance("b1") == 50)
+        let later = try books.psql.run("breakage.sql", ["since": "2999-01-01"], arguments: ["--csv"])
+        #expect(later.status == 0, "\(later)")
+        #expect(later.lineCount == 1, "\(later)")
+        let check = try books.psql.run("check.sql")
+        #expect(check.status == 0, "\(check)")
+    }
+
     // MARK: holds.sql
 
     @Test func holdsListsActiveHoldsAndReleasesOneAudited() throws {
@@ -793,9 +829,10 @@ struct AdminScriptTests {
         #expect(readme.hasPrefix("## Admin scripts\n"))
         let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
             .filter { $0.hasSuffix(".sql") }.sorted()
-        #expect(names == ["check.sql", "claim.sql", "currency.sql", "events.sql", "grant.sql", "holds.sql", "product.sql",
-                          "refund.sql", "refunds.sql", "report.sql", "revoke.sql"])
+        #expect(names == ["breakage.sql", "check.sql", "claim.sql", "currency.sql", "events.sql", "grant.sql", "holds.sql",
+                          "product.sql", "refund.sql", "refunds.sql", "report.sql", "revoke.sql"])
         let variables: [String: [String]] = [
+            "breakage.sql": ["since"],
             "check.sql": [],
             "claim.sql": ["flow_no", "user_id", "reason", "operator"],
             "currency.sql": ["code", "name", "operator", "reason"],
