@@ -199,11 +199,14 @@ struct WalletAPI: Sendable {
     func getWallet(_ request: Request, _ responder: Responder) {
         do {
             let userID = try pathUserID(request)
+            let only = try requestedCurrency(request)
             ledger.balances(of: userID) { result in
                 respond(responder) {
                     var balances = try result.get()
-                    if !balances.contains(where: { $0.currency == Currency.coin.rawValue }) {
-                        balances.append(WalletBalance(currency: Currency.coin.rawValue, balance: 0, held: 0))
+                    let listed = only ?? .coin
+                    if let only { balances.removeAll { $0.currency != only.rawValue } }
+                    if !balances.contains(where: { $0.currency == listed.rawValue }) {
+                        balances.append(WalletBalance(currency: listed.rawValue, balance: 0, held: 0))
                         balances.sort { $0.currency < $1.currency }
                     }
                     return .json(ResponseBody.wallet(userID: userID.rawValue, balances: balances))
@@ -212,6 +215,17 @@ struct WalletAPI: Sendable {
         } catch {
             responder.fail(error)
         }
+    }
+
+    /// The one currency a balance read asks for, if any: the catalog must
+    /// have it.
+    func requestedCurrency(_ request: Request) throws -> Currency? {
+        guard let text = request.query["currency"], !text.isEmpty else { return nil }
+        guard let currency = Currency(text) else {
+            throw WalletError.validationFailed([FieldError(field: "currency", message: Currency.rule)])
+        }
+        guard try ledger.currencyExists(currency) else { throw WalletError.unknownCurrency(currency.rawValue) }
+        return currency
     }
 
     func getEntries(_ request: Request) throws -> Response {

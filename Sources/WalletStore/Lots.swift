@@ -1,4 +1,5 @@
 import Postgres
+public import WalletCore
 
 /// Lots (Migrations/0026_lots.sql and after): where a wallet's coins came
 /// from. They are made and taken by the posting function alone; the
@@ -10,6 +11,14 @@ extension Ledger {
     public func setSpendingOrder(paidFirst: Bool, deadline: ContinuousClock.Instant) throws {
         _ = try writeBounded(.statement, pool: pool, metrics: metrics, deadline: deadline) { connection in
             try connection.prepared("SELECT wallet.set_spending_order(\(paidFirst))")
+        }
+    }
+
+    /// Whether `currency` is one of the catalog's (wallet.currencies).
+    public func currencyExists(_ currency: Currency) throws -> Bool {
+        try reads.run {
+            try $0.prepared("SELECT EXISTS (SELECT FROM wallet.currencies WHERE code = \(currency.rawValue))")[0]
+                .decode(Bool.self, at: 0)
         }
     }
 

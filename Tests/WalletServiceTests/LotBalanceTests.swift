@@ -80,6 +80,32 @@ struct LotBalanceTests {
         #expect(try service.violations() == [])
     }
 
+    /// `?currency=` reads one currency, which the catalog must have.
+    @Test func aBalanceReadNamesOneCurrencyOfTheCatalog() throws {
+        let service = try TestService()
+        defer { service.stop() }
+        #expect(try service.credit(userID: "ola", flowNo: "o-1").status == 201)
+        let unknown = try service.request("GET", "/v1/wallets/ola?currency=gem", key: service.gameServerKey)
+        #expect(unknown.status == 422)
+        #expect(try unknown.json()["code"] == "unknown_currency")
+        let malformed = try service.request("GET", "/v1/wallets/ola?currency=Gem!", key: service.gameServerKey)
+        #expect(malformed.status == 422)
+        #expect(try malformed.json()["code"] == "validation_failed")
+        try Connection(options: service.database).query("SELECT wallet.upsert_currency('gem', 'Gems')")
+        let gems = try service.request("GET", "/v1/wallets/ola?currency=gem", key: service.gameServerKey)
+        #expect(gems.status == 200, "\(gems.text)")
+        #expect(try gems.json()["balances"] == .array([.object([
+            ("balance", 0), ("currency", "gem"), ("held", 0), ("available", 0), ("paid", 0), ("free", 0), ("debt", 0),
+            ("next_expiry", .null)])]))
+        let coins = try service.request("GET", "/v1/wallets/ola?currency=coin", key: service.gameServerKey)
+        guard case .array(let balances)? = try coins.json()["balances"] else {
+            Issue.record("\(coins.text)")
+            return
+        }
+        #expect(balances.map { $0["currency"] } == [.string("coin")])
+        #expect(balances.first?["paid"] == 600)
+    }
+
     @Test func coinsPastTheirExpiryAreNotAvailableBeforeAnySweep() throws {
         let service = try TestService()
         defer { service.stop() }
