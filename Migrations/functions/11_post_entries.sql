@@ -298,10 +298,7 @@ BEGIN
         v_expiring := v_expiring || wallet.take_from_lots(p_postings, p_entries);
     END IF;
     IF cardinality(v_expiring) > 0 THEN
-        UPDATE wallet.wallets w
-        SET next_expiry = (SELECT min(l.expires_at) FROM wallet.lots l
-                           WHERE l.user_id = w.user_id AND l.currency = w.currency AND l.open)
-        WHERE (w.user_id, w.currency) IN (SELECT k.user_id, k.currency FROM unnest(v_expiring) k);
+        PERFORM wallet.keep_next_expiry(v_expiring);
     END IF;
 END;
 $$;
@@ -443,9 +440,17 @@ BEGIN
         RETURNING id INTO v_lot;
         INSERT INTO wallet.entry_lots (entry_id, lot_id, amount) VALUES (p_entry.id, v_lot, v_left);
     END IF;
+    PERFORM wallet.keep_next_expiry(ARRAY[ROW(p_entry.user_id, p_entry.currency)::wallet.wallet_key]);
+END;
+$$;
+
+-- Sets the wallets' next_expiry to the soonest expiry among their open
+-- lots (NULL when none expires), once their lots have moved.
+CREATE OR REPLACE FUNCTION wallet.keep_next_expiry(p_wallets wallet.wallet_key[])
+RETURNS VOID
+LANGUAGE sql AS $$
     UPDATE wallet.wallets w
     SET next_expiry = (SELECT min(l.expires_at) FROM wallet.lots l
                        WHERE l.user_id = w.user_id AND l.currency = w.currency AND l.open)
-    WHERE w.user_id = p_entry.user_id AND w.currency = p_entry.currency;
-END;
+    WHERE (w.user_id, w.currency) IN (SELECT k.user_id, k.currency FROM unnest(p_wallets) k)
 $$;
