@@ -20,7 +20,10 @@
 -- never-credited purchase token, see wallet.googleplay_voids).
 --
 -- A Google Play credit also queues its consume call in wallet.outbox, in the
--- same transaction: once credited, the purchase is consumed.
+-- same transaction: once credited, the purchase is consumed. A credit of a
+-- product with a bonus (wallet.product_bonuses) posts the bonus beside it:
+-- a `bonus` entry under the same flowNO, right after the credit's, making
+-- a free lot that expires as the bonus says.
 --
 -- The batch's flowNOs are locked first (wallet.lock_flow_nos), then its
 -- Google Play purchase tokens (wallet.lock_purchase_tokens), before
@@ -51,21 +54,21 @@ DECLARE
     v_states   wallet.credit_state[];
     v_wallets  wallet.batch_wallet[];
     op_wallet  INTEGER[];
-    -- The answers, one per operation; the credits the batch makes and
-    -- their postings, one for one; and per operation, the posting of the
-    -- credit it made or replays from earlier in the batch.
+    -- The answers, one per operation; the credits the batch makes, and per
+    -- credit its posting's place (its bonus's follows); per operation, the
+    -- posting of the credit it made or replays from earlier in the batch.
     v_results  wallet.credit_result[] := array_fill(NULL::wallet.credit_result, ARRAY[v_count]);
     v_credits  wallet.credits[] := '{}';
     v_postings wallet.posting[] := '{}';
+    v_credit_posting INTEGER[] := '{}';
     op_posting INTEGER[] := array_fill(NULL::INTEGER, ARRAY[v_count]);
-    -- By first operation of a flowNO: the operation that credited it here.
+    -- By first operation of a flowNO: the credit the batch made for it.
     g_credited INTEGER[] := array_fill(NULL::INTEGER, ARRAY[v_count]);
     v_earlier  INTEGER;
     o          wallet.credit_operation;
     s          wallet.credit_state;
     v_wallet   wallet.batch_wallet;
     v_credit   wallet.credits;
-    v_entries  wallet.entries[];
 BEGIN
     IF v_count = 0 THEN
         RETURN;
@@ -73,9 +76,9 @@ BEGIN
     PERFORM wallet.lock_flow_nos(ARRAY(SELECT q.flow_no FROM unnest(p_operations) q));
     PERFORM wallet.lock_purchase_tokens(ARRAY(SELECT q.purchase_token FROM unnest(p_operations) q));
     v_states := wallet.credit_states(p_operations);
+    -- Each operation's wallet, then each one's bonus wallet (op_wallet[v_count + i]).
     SELECT l.wallets, l.op_wallet INTO v_wallets, op_wallet
-    FROM wallet.lock_batch_wallets(ARRAY(SELECT x.wallet FROM unnest(v_states) WITH ORDINALITY x ORDER BY x.ordinality),
-                                   TRUE) l;
+    FROM wallet.lock_batch_wallets(wallet.credit_wallet_keys(v_states), TRUE) l;
 
     -- In order: what one operation at a time would do.
     FOR i IN 1 .. v_count LOOP
@@ -85,35 +88,92 @@ BEGIN
         v_earlier := g_credited[s.first];
         -- The credit this flowNO already has: committed, or made earlier in the batch.
         v_credit := CASE WHEN (s.credit).flow_no IS NOT NULL THEN s.credit
-                         ELSE v_credits[op_posting[v_earlier]] END;
+                         ELSE v_credits[v_earlier] END;
         IF s.refusal IS NOT NULL THEN
             v_results[i] := wallet.credit_refused(s.refusal, (s.product).amount * o.quantity);
         ELSIF v_credit.flow_no IS NOT NULL THEN
             v_results[i] := CASE WHEN wallet.same_credit(v_credit, o) THEN wallet.credit_answer('replayed', v_credit, v_wallet)
                                  ELSE wallet.credit_refused('flow_no_conflict') END;
             -- A replay of a credit made in this batch names its entry too.
-            op_posting[i] := CASE WHEN (v_results[i]).outcome = 'replayed' THEN op_posting[v_earlier] END;
+            op_posting[i] := CASE WHEN (v_results[i]).outcome = 'replayed' THEN v_credit_posting[v_earlier] END;
         ELSE
-            g_credited[s.first] := i;
             v_credit := wallet.new_credit(o, s.product);
+            v_credits[cardinality(v_credits) + 1] := v_credit;
+            v_postings[cardinality(v_postings) + 1] := wallet.credit_posting(v_credit);
             v_wallet.balance := v_wallet.balance + v_credit.amount;
             v_wallets[op_wallet[i]] := v_wallet;
-            v_results[i] := wallet.credit_answer('credited', v_credit, v_wallet);
-            v_credits[cardinality(v_credits) + 1] := v_credit;
-            v_postings[cardinality(v_postings) + 1] := wallet.new_posting(
-                p_kind => 'credit', p_user_id => o.user_id, p_currency => v_credit.currency,
-                p_amount => v_credit.amount, p_reference => o.flow_no, p_client => o.client,
-                p_data => wallet.credit_event_data(v_credit));
             op_posting[i] := cardinality(v_postings);
+            v_credit_posting[cardinality(v_credits)] := cardinality(v_postings);
+            g_credited[s.first] := cardinality(v_credits);
+            IF (s.bonus).product_id IS NOT NULL THEN
+                v_postings[cardinality(v_postings) + 1] := wallet.bonus_posting(o, s.bonus);
+                v_wallets := wallet.batch_wallets_plus(v_wallets, op_wallet[v_count + i],
+                                                       (v_postings[cardinality(v_postings)]).amount);
+            END IF;
+            -- The answer's balance counts a bonus in the credit's own currency.
+            v_results[i] := wallet.credit_answer('credited', v_credit, v_wallets[op_wallet[i]]);
         END IF;
     END LOOP;
 
-    IF cardinality(v_postings) > 0 THEN
-        v_entries := wallet.post_entries(v_postings);
-        v_results := wallet.credit_results_posted(v_results, op_posting, v_entries);
-        PERFORM wallet.insert_credits(v_credits, v_entries);
-    END IF;
-    RETURN QUERY SELECT * FROM unnest(v_results);
+    RETURN QUERY SELECT * FROM unnest(wallet.post_credits(v_results, op_posting, v_postings, v_credits, v_credit_posting));
+END;
+$$;
+
+-- The wallets a batch of credits locks (wallet.lock_batch_wallets): each
+-- operation's, in order, then each one's bonus wallet, for an operation
+-- that may credit a product with a bonus (NULL otherwise).
+CREATE OR REPLACE FUNCTION wallet.credit_wallet_keys(p_states wallet.credit_state[])
+RETURNS wallet.wallet_key[]
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RETURN ARRAY(SELECT x.wallet FROM unnest(p_states) WITH ORDINALITY x ORDER BY x.ordinality)
+        || ARRAY(SELECT CASE WHEN (x.bonus).product_id IS NOT NULL AND (x.credit).flow_no IS NULL AND x.wallet IS NOT NULL
+                             THEN ROW((x.wallet).user_id, (x.bonus).currency)::wallet.wallet_key END
+                 FROM unnest(p_states) WITH ORDINALITY x ORDER BY x.ordinality);
+END;
+$$;
+
+-- The batch's wallets with `p_amount` added to the balance of the
+-- `p_number`-th, as the batch goes.
+CREATE OR REPLACE FUNCTION wallet.batch_wallets_plus(p_wallets wallet.batch_wallet[], p_number INTEGER, p_amount BIGINT)
+RETURNS wallet.batch_wallet[]
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v_wallet wallet.batch_wallet := p_wallets[p_number];
+BEGIN
+    v_wallet.balance := v_wallet.balance + p_amount;
+    p_wallets[p_number] := v_wallet;
+    RETURN p_wallets;
+END;
+$$;
+
+-- A credit's posting: its amount, under its flowNO.
+CREATE OR REPLACE FUNCTION wallet.credit_posting(p_credit wallet.credits)
+RETURNS wallet.posting
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RETURN wallet.new_posting(
+        p_kind => 'credit', p_user_id => p_credit.user_id, p_currency => p_credit.currency, p_amount => p_credit.amount,
+        p_reference => p_credit.flow_no, p_client => p_credit.client, p_data => wallet.credit_event_data(p_credit));
+END;
+$$;
+
+-- One operation's state (wallet.credit_state), field by field.
+CREATE OR REPLACE FUNCTION wallet.credit_state_of(
+    p_credit wallet.credits, p_product wallet.products, p_refusal TEXT, p_wallet wallet.wallet_key, p_first INTEGER,
+    p_bonus wallet.product_bonuses)
+RETURNS wallet.credit_state
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v_state wallet.credit_state;
+BEGIN
+    v_state.credit := p_credit;
+    v_state.product := p_product;
+    v_state.refusal := p_refusal;
+    v_state.wallet := p_wallet;
+    v_state.first := p_first;
+    v_state.bonus := p_bonus;
+    RETURN v_state;
 END;
 $$;
 
@@ -132,15 +192,15 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_states wallet.credit_state[];
 BEGIN
-    SELECT array_agg(ROW(u.credit, u.product, u.refusal,
+    SELECT array_agg(wallet.credit_state_of(u.credit, u.product, u.refusal,
                          CASE WHEN (u.credit).flow_no IS NOT NULL THEN
                                   CASE WHEN (u.credit).user_id = u.user_id THEN
                                       ROW(u.user_id, (u.credit).currency)::wallet.wallet_key END
                               WHEN u.refusal IS NULL THEN ROW(u.user_id, (u.product).currency)::wallet.wallet_key
                          END,
-                         u.first)::wallet.credit_state ORDER BY u.ord)
+                         u.first, u.bonus) ORDER BY u.ord)
     INTO v_states
-    FROM (SELECT q.ordinality AS ord, q.user_id, c AS credit, p AS product,
+    FROM (SELECT q.ordinality AS ord, q.user_id, c AS credit, p AS product, b AS bonus,
                  min(q.ordinality) OVER (PARTITION BY q.flow_no)::INTEGER AS first,
                  CASE WHEN c.flow_no IS NOT NULL THEN NULL
                       WHEN t.flow_no IS NOT NULL THEN 'flow_no_conflict'
@@ -151,6 +211,7 @@ BEGIN
           FROM unnest(p_operations) WITH ORDINALITY q
           LEFT JOIN wallet.credits c ON c.flow_no = q.flow_no
           LEFT JOIN wallet.products p ON p.product_id = q.product_id AND p.active
+          LEFT JOIN wallet.product_bonuses b ON b.product_id = p.product_id
           LEFT JOIN wallet.appstore_refund_states s ON s.flow_no = q.flow_no AND s.notification_type = 'REFUND'
           LEFT JOIN wallet.credits t ON t.purchase_token = q.purchase_token AND t.flow_no <> q.flow_no
           LEFT JOIN LATERAL (SELECT TRUE AS voided FROM wallet.googleplay_voids g
@@ -190,6 +251,24 @@ BEGIN
     v_credit.created_at := now();
     v_credit.updated_at := now();
     RETURN v_credit;
+END;
+$$;
+
+-- The bonus a credit brings: the product's bonus per unit bought, under
+-- the credit's flowNO, as a free lot that expires as the bonus says.
+CREATE OR REPLACE FUNCTION wallet.bonus_posting(p_operation wallet.credit_operation, p_bonus wallet.product_bonuses)
+RETURNS wallet.posting
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_expires_at TIMESTAMPTZ := now() + make_interval(days => p_bonus.expires_in_days);
+BEGIN
+    RETURN wallet.new_posting(
+        p_kind => 'bonus', p_user_id => p_operation.user_id, p_currency => p_bonus.currency,
+        p_amount => p_bonus.amount * p_operation.quantity, p_reference => p_operation.flow_no,
+        p_client => p_operation.client, p_lot_source => 'bonus', p_lot_expires_at => v_expires_at,
+        p_data => jsonb_strip_nulls(jsonb_build_object('product_id', p_operation.product_id,
+                                                       'quantity', p_operation.quantity,
+                                                       'expires_at', wallet.rfc3339(v_expires_at))));
 END;
 $$;
 
@@ -238,6 +317,25 @@ BEGIN
 END;
 $$;
 
+-- Posts a batch's credits (and their bonuses), writes the credits, and
+-- returns the answers naming their entries (wallet.credit_results_posted).
+CREATE OR REPLACE FUNCTION wallet.post_credits(
+    p_results wallet.credit_result[], p_op_posting INTEGER[], p_postings wallet.posting[], p_credits wallet.credits[],
+    p_credit_posting INTEGER[])
+RETURNS wallet.credit_result[]
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_entries wallet.entries[];
+BEGIN
+    IF cardinality(p_postings) = 0 THEN
+        RETURN p_results;
+    END IF;
+    v_entries := wallet.post_entries(p_postings);
+    PERFORM wallet.insert_credits(p_credits, ARRAY(SELECT v_entries[c] FROM unnest(p_credit_posting) c));
+    RETURN wallet.credit_results_posted(p_results, p_op_posting, v_entries);
+END;
+$$;
+
 -- The answers of a posted batch, each credit's (and each replay of it)
 -- naming the entry its posting wrote: `p_op_posting` gives, per answer, its
 -- posting's place in `p_entries`.
@@ -258,7 +356,7 @@ BEGIN
 END;
 $$;
 
--- Writes the credits a batch made, the n-th naming the n-th entry posted,
+-- Writes the credits a batch made, the n-th naming the n-th entry given,
 -- and queues the consume of each Google Play purchase among them in the same
 -- transaction: once credited, a purchase is consumed. The flowNO locks keep
 -- other credits of these flowNOs out; the unique flowNO still stops a

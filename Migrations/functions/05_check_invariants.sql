@@ -54,14 +54,37 @@ LANGUAGE sql STABLE AS $$
     -- A refunded credit's refunded_amount is what its refunds since the
     -- last reversal took, never more than the credit.
     SELECT 'refunded_amount_matches_ledger', cr.flow_no,
-           format('refunded_amount %s, refund entries %s', cr.refunded_amount, coalesce(-sum(e.amount), 0))
+           format('refunded_amount %s, refund entries %s, shortfalls %s', cr.refunded_amount,
+                  coalesce(-sum(e.amount), 0), coalesce(sum(f.amount), 0))
     FROM wallet.credits cr
     LEFT JOIN wallet.entries e ON e.reference = cr.flow_no AND e.kind = 'refund'
         AND e.id > coalesce((SELECT max(x.id) FROM wallet.entries x
                              WHERE x.reference = cr.flow_no AND x.kind = 'refund_reversal'), 0)
+    LEFT JOIN wallet.refund_shortfalls f ON f.entry_id = e.id
     WHERE cr.status IN ('refunded', 'partially_refunded')
     GROUP BY cr.flow_no, cr.refunded_amount, cr.amount
-    HAVING cr.refunded_amount IS DISTINCT FROM coalesce(-sum(e.amount), 0) OR cr.refunded_amount > cr.amount
+    HAVING cr.refunded_amount IS DISTINCT FROM coalesce(-sum(e.amount), 0) + coalesce(sum(f.amount), 0)
+        OR cr.refunded_amount > cr.amount
+    UNION ALL
+    -- A shortfall belongs to its refund entry, and a refund that took
+    -- nothing has one (refunds under WALLET_REFUND_DEBT=floor).
+    SELECT 'shortfall_has_refund', coalesce(e.reference, f.flow_no),
+           format('refund entry %s took %s, shortfall %s', coalesce(e.id, f.entry_id), e.amount, f.amount)
+    FROM wallet.refund_shortfalls f
+    FULL JOIN (SELECT x.* FROM wallet.entries x WHERE x.kind = 'refund' AND x.amount = 0) e ON e.id = f.entry_id
+    LEFT JOIN wallet.entries r ON r.id = f.entry_id
+    WHERE f.entry_id IS NULL
+       OR r.id IS NULL OR r.kind <> 'refund' OR r.reference <> f.flow_no OR r.user_id <> f.user_id
+       OR r.currency <> f.currency
+    UNION ALL
+    -- A bonus comes with its credit: one at most per flowNO, to the
+    -- credit's player.
+    SELECT 'bonus_has_credit', e.reference, format('%s bonus entries, credit %s', count(*), min(cr.flow_no))
+    FROM wallet.entries e
+    LEFT JOIN wallet.credits cr ON cr.flow_no = e.reference AND cr.user_id = e.user_id
+    WHERE e.kind = 'bonus'
+    GROUP BY e.reference
+    HAVING count(*) > 1 OR count(cr.flow_no) <> count(*)
     UNION ALL
     SELECT 'refund_entry_has_credit', e.reference, format('entry %s refers to no credit of that wallet', e.id)
     FROM wallet.entries e
@@ -91,6 +114,14 @@ LANGUAGE sql STABLE AS $$
     WHERE k.outcome = 'debited'
       AND (e.id IS NULL OR e.kind <> 'debit' OR e.reference <> k.key OR e.client <> k.client
            OR -e.amount <> k.amount OR k.balance <> e.balance_after)
+    UNION ALL
+    -- The same for a stored grant (POST /v1/grants).
+    SELECT 'grant_key_has_entry', k.client || '/' || k.key, format('entry %s does not match', k.entry_id)
+    FROM wallet.idempotency_keys k
+    LEFT JOIN wallet.entries e ON e.id = k.entry_id
+    WHERE k.outcome = 'granted'
+      AND (e.id IS NULL OR e.kind <> 'grant' OR e.reference <> k.key OR e.client <> k.client
+           OR e.amount <> k.amount OR k.balance <> e.balance_after)
     UNION ALL
     -- The same for a stored capture, whose entry names its hold.
     SELECT 'capture_key_has_entry', k.client || '/' || k.key, format('entry %s does not match', k.entry_id)

@@ -1,14 +1,18 @@
 -- wallet.upsert_product and wallet.upsert_currency, re-applied by the
 -- migrator whenever this file changes (upsert_product first defined in
 -- 0003_admin_and_invariants.sql; the Google Play product id since 0012,
--- which dropped the six-argument form; currencies since 0028).
+-- which dropped the six-argument form; currencies since 0028; bonuses and
+-- paid currencies since 0030, which dropped the forms without them).
 
--- Adds a currency, or renames one (its code never changes: wallets, the
--- ledger and products name it). Audited; without an operator, the audit
--- names the database session user. Outcomes: created, updated, unchanged.
+-- Adds a currency, renames one (its code never changes: wallets, the
+-- ledger and products name it), or says whether it is paid: made by
+-- purchases alone, so the game server may not grant it. A NULL `p_paid`
+-- keeps the flag (a new currency is not paid). Audited; without an
+-- operator, the audit names the database session user. Outcomes: created,
+-- updated, unchanged.
 CREATE OR REPLACE FUNCTION wallet.upsert_currency(
-    p_code TEXT, p_name TEXT, p_operator TEXT DEFAULT NULL, p_reason TEXT DEFAULT NULL)
-RETURNS TABLE (outcome TEXT, code TEXT, name TEXT)
+    p_code TEXT, p_name TEXT, p_operator TEXT DEFAULT NULL, p_reason TEXT DEFAULT NULL, p_paid BOOLEAN DEFAULT NULL)
+RETURNS TABLE (outcome TEXT, code TEXT, name TEXT, paid BOOLEAN)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_current  wallet.currencies;
@@ -21,14 +25,51 @@ BEGIN
         RAISE EXCEPTION 'name must be 1-64 characters' USING ERRCODE = 'WL003';
     END IF;
     SELECT * INTO v_current FROM wallet.currencies c WHERE c.code = p_code FOR UPDATE;
-    INSERT INTO wallet.currencies AS c (code, name) VALUES (p_code, btrim(p_name))
-    ON CONFLICT ON CONSTRAINT currencies_pkey DO UPDATE SET name = EXCLUDED.name, updated_at = now()
-    RETURNING c.code, c.name INTO code, name;
+    INSERT INTO wallet.currencies AS c (code, name, paid) VALUES (p_code, btrim(p_name), coalesce(p_paid, FALSE))
+    ON CONFLICT ON CONSTRAINT currencies_pkey DO UPDATE
+        SET name = EXCLUDED.name, paid = coalesce(p_paid, c.paid), updated_at = now()
+    RETURNING c.code, c.name, c.paid INTO code, name, paid;
     outcome := CASE WHEN v_current.code IS NULL THEN 'created'
-                    WHEN v_current.name = btrim(p_name) THEN 'unchanged' ELSE 'updated' END;
+                    WHEN v_current.name = btrim(p_name) AND v_current.paid = paid THEN 'unchanged'
+                    ELSE 'updated' END;
     INSERT INTO wallet.admin_audit (action, operator, reason, arguments, outcome)
-    VALUES ('currency', v_operator, p_reason, jsonb_build_object('code', p_code, 'name', btrim(p_name)), outcome);
+    VALUES ('currency', v_operator, p_reason,
+            jsonb_build_object('code', p_code, 'name', btrim(p_name), 'paid', paid), outcome);
     RETURN NEXT;
+END;
+$$;
+
+-- Sets, keeps (a NULL `p_amount`) or removes (0) a product's bonus, for
+-- wallet.upsert_product, and returns it (no row when it has none).
+CREATE OR REPLACE FUNCTION wallet.set_product_bonus(
+    p_product_id TEXT, p_product_currency TEXT, p_amount BIGINT, p_currency TEXT, p_expires_in_days INTEGER)
+RETURNS SETOF wallet.product_bonuses
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_amount NOT BETWEEN 0 AND 1000000000000 THEN
+        RAISE EXCEPTION 'bonus amount must be between 0 (no bonus) and 10^12, got %', p_amount USING ERRCODE = 'WL003';
+    END IF;
+    IF p_expires_in_days NOT BETWEEN 1 AND 3650 THEN
+        RAISE EXCEPTION 'bonus expires_in_days must be between 1 and 3650, got %', p_expires_in_days
+            USING ERRCODE = 'WL003';
+    END IF;
+    IF (p_currency IS NOT NULL OR p_expires_in_days IS NOT NULL) AND coalesce(p_amount, 0) = 0 THEN
+        RAISE EXCEPTION 'a bonus currency or expiry needs a bonus amount above zero' USING ERRCODE = 'WL003';
+    END IF;
+    IF p_amount > 0 AND NOT EXISTS (SELECT FROM wallet.currencies c WHERE c.code = coalesce(p_currency, p_product_currency)) THEN
+        RAISE EXCEPTION 'unknown currency %: add it first with Scripts/admin/currency.sql', p_currency
+            USING ERRCODE = 'WL005';
+    END IF;
+    IF p_amount = 0 THEN
+        DELETE FROM wallet.product_bonuses b WHERE b.product_id = p_product_id;
+    ELSIF p_amount > 0 THEN
+        INSERT INTO wallet.product_bonuses AS b (product_id, currency, amount, expires_in_days)
+        VALUES (p_product_id, coalesce(p_currency, p_product_currency), p_amount, p_expires_in_days)
+        ON CONFLICT ON CONSTRAINT product_bonuses_pkey DO UPDATE
+            SET currency = EXCLUDED.currency, amount = EXCLUDED.amount, expires_in_days = EXCLUDED.expires_in_days,
+                updated_at = now();
+    END IF;
+    RETURN QUERY SELECT * FROM wallet.product_bonuses b WHERE b.product_id = p_product_id;
 END;
 $$;
 
@@ -38,6 +79,11 @@ $$;
 -- price change does not put a product that was taken off sale back on it.
 -- A NULL `p_google_product_id` keeps the product's Google Play id; '' sets
 -- it back to the product's own id.
+--
+-- A bonus adds free coins to each unit bought: `p_bonus_amount` of
+-- `p_bonus_currency` (the product's own currency when NULL), expiring
+-- `p_bonus_expires_in_days` after the credit (never, when NULL). A NULL
+-- `p_bonus_amount` keeps the product's bonus as it is; 0 removes it.
 --
 -- A Google Play product id names one active product at most: a purchase of
 -- it must buy one amount. A change that would leave the product active
@@ -49,8 +95,10 @@ $$;
 -- credits are refused as product_mismatch until the catalog is mended.)
 CREATE OR REPLACE FUNCTION wallet.upsert_product(
     p_product_id TEXT, p_amount BIGINT, p_currency TEXT, p_active BOOLEAN DEFAULT TRUE,
-    p_operator TEXT DEFAULT NULL, p_reason TEXT DEFAULT NULL, p_google_product_id TEXT DEFAULT NULL)
-RETURNS TABLE (outcome TEXT, product_id TEXT, currency TEXT, amount BIGINT, active BOOLEAN, google_product_id TEXT)
+    p_operator TEXT DEFAULT NULL, p_reason TEXT DEFAULT NULL, p_google_product_id TEXT DEFAULT NULL,
+    p_bonus_amount BIGINT DEFAULT NULL, p_bonus_currency TEXT DEFAULT NULL, p_bonus_expires_in_days INTEGER DEFAULT NULL)
+RETURNS TABLE (outcome TEXT, product_id TEXT, currency TEXT, amount BIGINT, active BOOLEAN, google_product_id TEXT,
+               bonus_amount BIGINT, bonus_currency TEXT, bonus_expires_in_days INTEGER)
 LANGUAGE plpgsql AS $$
 DECLARE
     -- 'WLGP': wallet Google Play product id locks.
@@ -98,11 +146,16 @@ BEGIN
             updated_at = now()
     RETURNING p.product_id, p.currency, p.amount, p.active, coalesce(p.google_product_id, p.product_id)
     INTO product_id, currency, amount, active, google_product_id;
+    SELECT b.amount, b.currency, b.expires_in_days INTO bonus_amount, bonus_currency, bonus_expires_in_days
+    FROM wallet.set_product_bonus(p_product_id, p_currency, p_bonus_amount, p_bonus_currency, p_bonus_expires_in_days) b;
     outcome := CASE WHEN v_current.product_id IS NOT NULL THEN 'updated' ELSE 'created' END;
     INSERT INTO wallet.admin_audit (action, operator, reason, arguments, outcome)
     VALUES ('product', v_operator, p_reason,
             jsonb_build_object('product_id', p_product_id, 'amount', p_amount, 'currency', p_currency,
-                               'active', active, 'google_product_id', google_product_id),
+                               'active', active, 'google_product_id', google_product_id)
+            || CASE WHEN p_bonus_amount IS NULL THEN '{}'::JSONB
+                    ELSE jsonb_build_object('bonus_amount', p_bonus_amount, 'bonus_currency', bonus_currency,
+                                            'bonus_expires_in_days', bonus_expires_in_days) END,
             outcome);
     RETURN NEXT;
 END;

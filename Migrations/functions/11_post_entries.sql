@@ -68,7 +68,8 @@ RETURN coalesce(p_event, CASE p_kind WHEN 'credit' THEN 'credit.created'
                                      WHEN 'refund_reversal' THEN 'credit.refund_reversed'
                                      WHEN 'grant' THEN 'grant.created'
                                      WHEN 'revoke' THEN 'revoke.created'
-                                     WHEN 'expire' THEN 'coins.expired' END);
+                                     WHEN 'expire' THEN 'coins.expired'
+                                     WHEN 'bonus' THEN 'bonus.created' END);
 
 -- Marks this transaction as one that writes events, before it draws their
 -- ids, for wallet.events_visible_through: a shared advisory lock (namespace
@@ -198,7 +199,7 @@ BEGIN
                CASE WHEN n.negative THEN 'balance.negative' ELSE wallet.event_type(a.event, a.kind) END,
                a.user_id, a.currency, CASE WHEN n.negative THEN 0 ELSE a.amount END, a.balance_after, a.held_after,
                a.balance_after - a.held_after, v_entry_ids[a.entry_no], a.hold_id,
-               coalesce(a.flow_no, CASE WHEN a.kind IN ('credit', 'refund', 'refund_reversal') THEN a.reference END),
+               coalesce(a.flow_no, CASE WHEN a.kind IN ('credit', 'refund', 'refund_reversal', 'bonus') THEN a.reference END),
                now(),
                CASE WHEN n.negative
                     THEN jsonb_build_object('cause', wallet.event_type(a.event, a.kind))

@@ -1,5 +1,6 @@
--- wallet.report, wallet.breakage and wallet.player_events
--- (Scripts/admin/report.sql, breakage.sql and events.sql), re-applied by the
+-- wallet.report, wallet.breakage, wallet.paid_balance and
+-- wallet.player_events (Scripts/admin/report.sql, breakage.sql,
+-- paid-balance.sql and events.sql), re-applied by the
 -- migrator whenever this file changes (the report first defined in
 -- 0003_admin_and_invariants.sql).
 
@@ -37,6 +38,43 @@ LANGUAGE sql STABLE AS $$
     WHERE e.kind = 'expire' AND e.created_at >= p_since
     GROUP BY 1, 2
     ORDER BY 1, 2;
+$$;
+
+-- Unused paid currency as of an instant, per currency: the coins of paid
+-- lots (store purchases) not yet spent, refunded or otherwise taken at
+-- `p_as_of`, replayed from the ledger's lot moves (wallet.entry_lots, by
+-- their entries' time) rather than read from the lots as they are now.
+-- Held coins are unused. `wallets` counts the wallets that held some.
+--
+-- Exact from the upgrade that made lots (0026_lots.sql) on: an opening lot
+-- stands for its wallet's balance after the last entry written before
+-- lots, so an instant before that entry raises WL003.
+CREATE OR REPLACE FUNCTION wallet.paid_balance(p_as_of TIMESTAMPTZ)
+RETURNS TABLE (currency TEXT, paid BIGINT, wallets BIGINT)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_before_lots TIMESTAMPTZ := (SELECT max(e.created_at) FROM wallet.entries e
+                                  WHERE e.id < (SELECT s.first_entry_id FROM wallet.lot_settings s));
+BEGIN
+    IF p_as_of IS NULL OR p_as_of < v_before_lots THEN
+        RAISE EXCEPTION 'paid balances are exact from % (the last entry before lots) on; % is earlier',
+            v_before_lots, p_as_of USING ERRCODE = 'WL003';
+    END IF;
+    RETURN QUERY
+    SELECT c.code::TEXT, coalesce(sum(h.held), 0)::BIGINT, count(h.held) FILTER (WHERE h.held > 0)
+    FROM wallet.currencies c
+    LEFT JOIN (SELECT l.user_id, l.currency, sum(l.held)::BIGINT AS held
+               FROM (SELECT x.user_id, x.currency,
+                            CASE WHEN x.entry_id IS NULL THEN x.amount ELSE 0 END
+                            + coalesce((SELECT sum(t.amount) FROM wallet.entry_lots t
+                                        JOIN wallet.entries e ON e.id = t.entry_id
+                                        WHERE t.lot_id = x.id AND e.created_at <= p_as_of), 0) AS held
+                     FROM wallet.lots x
+                     WHERE x.paid) l
+               GROUP BY l.user_id, l.currency) h ON h.currency = c.code
+    GROUP BY c.code
+    ORDER BY c.code;
+END;
 $$;
 
 -- A player's events, newest first (Scripts/admin/events.sql, the console).

@@ -11,19 +11,28 @@
 -- on sale under a Google Play id (its own id, when it names none) another
 -- active product has fails with WL009, naming that product, and changes
 -- nothing; take the other off sale first.
--- Past credits keep the amount stored with them; a change applies only to
--- later credits. The change goes to wallet.admin_audit under the given
+-- A bonus adds free coins to every unit bought: `bonus_amount` of
+-- `bonus_currency` (the product's own currency when left out), expiring
+-- `bonus_expires_in_days` (1-3650) after the credit, or never when left
+-- out. The bonus is its own `bonus` entry under the credit's flowNO, a
+-- free lot: spent before paid coins, and not what a refund takes back
+-- first. Left out, `bonus_amount` keeps the product's bonus as it is;
+-- -v bonus_amount=0 removes it.
+-- Past credits keep the amount (and bonus) stored with them; a change
+-- applies only to later credits. The change goes to wallet.admin_audit under the given
 -- operator, or under the database session_user when none is given.
 --
 -- Run:
 --   psql -X "$WALLET_DATABASE_URL" -v ON_ERROR_STOP=1 -v product_id=guodong600 -v amount=700 -v currency=coin -v operator='alice' -v reason='summer promotion' -f Scripts/admin/product.sql
 -- `active`, `operator`, `reason` and `google_product_id` are optional: add
 -- -v active=false to take a product off sale, -v active=true to put it back,
--- -v google_product_id=coins_600 to name its Google Play product.
+-- -v google_product_id=coins_600 to name its Google Play product,
+-- -v bonus_amount=500 -v bonus_expires_in_days=30 to add a bonus.
 --
 -- Prints one line, e.g.
 --   updated product guodong600: 700 coin, active, Google Play guodong600
 --   created product guodong9000: 9000 coin, inactive, Google Play coins_9000
+--   updated product guodong5000: 5000 coin, active, Google Play guodong5000, bonus 500 coin for 30 days
 
 \ir lib/one_line.sql
 
@@ -51,6 +60,18 @@
     \set google_product_set false
     \set google_product_id ''
 \endif
+\if :{?bonus_amount}
+\else
+    \set bonus_amount ''
+\endif
+\if :{?bonus_currency}
+\else
+    \set bonus_currency ''
+\endif
+\if :{?bonus_expires_in_days}
+\else
+    \set bonus_expires_in_days ''
+\endif
 \if :{?operator}
 \else
     \set operator ''
@@ -62,6 +83,11 @@
 
 SELECT format('%s product %s: %s %s, %s, Google Play %s', p.outcome, p.product_id, p.amount, p.currency,
               CASE WHEN p.active THEN 'active' ELSE 'inactive' END, p.google_product_id)
+       || CASE WHEN p.bonus_amount IS NULL THEN ''
+               ELSE format(', bonus %s %s %s', p.bonus_amount, p.bonus_currency,
+                           coalesce('for ' || p.bonus_expires_in_days || ' days', 'never expiring')) END
 FROM wallet.upsert_product(:'product_id', :'amount'::BIGINT, :'currency', NULLIF(:'active', '')::BOOLEAN,
                            NULLIF(:'operator', ''), NULLIF(:'reason', ''),
-                           CASE WHEN :'google_product_set'::BOOLEAN THEN :'google_product_id' END) p;
+                           CASE WHEN :'google_product_set'::BOOLEAN THEN :'google_product_id' END,
+                           NULLIF(:'bonus_amount', '')::BIGINT, NULLIF(:'bonus_currency', ''),
+                           NULLIF(:'bonus_expires_in_days', '')::INTEGER) p;

@@ -36,6 +36,8 @@ package final class HTTPAPI: Sendable {
         package var googlePolicy: PurchasePolicy
         /// Credit a one-time product from Google's own PURCHASED notification.
         package var creditFromNotifications: Bool
+        /// The most one grant gives (WALLET_GRANT_MAX_AMOUNT).
+        package var grantAmountMax: Int64
         package var googlePackageName: String?
         package var storeLookups: Pool
         package var notifications: Pool
@@ -43,9 +45,11 @@ package final class HTTPAPI: Sendable {
 
         package init(requestTimeoutSeconds: Int, creditModes: Set<CreditSource>, appleEnvironments: [Environment],
                      creditPolicy: CreditPolicy, receipts: ReceiptVerifier, googlePolicy: PurchasePolicy,
-                     creditFromNotifications: Bool = true, googlePackageName: String?, storeLookups: Pool,
+                     creditFromNotifications: Bool = true, grantAmountMax: Int64 = 1_000_000,
+                     googlePackageName: String?, storeLookups: Pool,
                      notifications: Pool, googlePushes: Pool) {
             self.creditFromNotifications = creditFromNotifications
+            self.grantAmountMax = grantAmountMax
             self.requestTimeoutSeconds = requestTimeoutSeconds
             self.creditModes = creditModes
             self.appleEnvironments = appleEnvironments
@@ -94,7 +98,8 @@ package final class HTTPAPI: Sendable {
             logger: logger)
         WalletAPI(ledger: ledger, authenticator: Authenticator(ledger: ledger, clock: clock), credits: credits,
                   blockingWork: blockingWork,
-                  metrics: metrics, readiness: readiness, requestTimeoutSeconds: settings.requestTimeoutSeconds, logger: logger)
+                  metrics: metrics, readiness: readiness, requestTimeoutSeconds: settings.requestTimeoutSeconds,
+                  grantAmountMax: settings.grantAmountMax, logger: logger)
             .register(on: router)
         OperationsAPI(ledger: ledger, readiness: readiness, metrics: metrics).register(on: router)
         AppStoreAPI(notifications: notifications, work: notificationWork, metrics: metrics,

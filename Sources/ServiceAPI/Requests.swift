@@ -159,6 +159,54 @@ struct HoldBody: RequestBody {
 }
 
 
+/// `POST /v1/grants`: free coins for a player, why, and when they expire.
+/// `reason` is required: a grant is the game server's decision, and the
+/// ledger keeps why it was made.
+struct GrantBody: RequestBody {
+    var userID: UserID
+    var amount: Amount
+    var currency: Currency
+    var reason: String
+    var expiresInDays: Int?
+
+    static let members: Set<String> = ["user_id", "amount", "currency", "reason", "expires_in_days"]
+    static let expiresInDaysRange = 1...3_650
+
+    init(json: JSONValue) throws {
+        var fields = try FieldValidator(json, allowed: Self.members)
+        let userID = fields.required("user_id", UserID.init, UserID.rule)
+        let amount = fields.required("amount", { (value: Int64) in Amount(value) }, Amount.rule)
+        currency = fields.optional("currency", Currency.init, Currency.rule) ?? .coin
+        var reason = fields.reason()
+        if fields.isAbsent("reason") {
+            fields.fail("reason", "is required")
+        } else if let given = reason, given.allSatisfy(\.isWhitespace) {
+            fields.fail("reason", "must not be blank")
+            reason = nil
+        }
+        expiresInDays = fields.optional("expires_in_days", { (value: Int) in
+            Self.expiresInDaysRange.contains(value) ? value : nil
+        }, "must be an integer from 1 to 3650")
+        try fields.finish()
+        guard let userID, let amount, let reason else { throw WalletError.validationFailed(fields.errors) }
+        self.userID = userID
+        self.amount = amount
+        self.reason = reason
+    }
+
+    /// The request as the idempotency hash sees it, as a debit's is.
+    var canonicalText: [UInt8] {
+        var members: [(key: String, value: JSONValue)] = [
+            ("amount", JSONValue(amount.value)),
+            ("currency", .string(currency.rawValue)),
+            ("reason", .string(reason)),
+            ("user_id", .string(userID.rawValue)),
+        ]
+        if let expiresInDays { members.append(("expires_in_days", JSONValue(expiresInDays))) }
+        return Array("POST /v1/grants\n".utf8) + JSONValue.object(members).canonicalBytes()
+    }
+}
+
 /// `POST /v1/holds/{id}/capture` (`amount`, optional) and `…/release`
 /// (nothing): an empty body is an empty object.
 struct HoldActionBody {
@@ -189,6 +237,12 @@ struct FieldValidator {
         for member in members where !allowed.contains(member.key) {
             errors.append(FieldError(field: member.key, message: "is not a known field"))
         }
+    }
+
+    /// Whether `field` is absent, or null.
+    func isAbsent(_ field: String) -> Bool {
+        guard let value = object[field] else { return true }
+        return value == .null
     }
 
     mutating func fail(_ field: String, _ message: String) {

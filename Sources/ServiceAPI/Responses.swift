@@ -55,6 +55,21 @@ enum ResponseBody {
         ]
     }
 
+    /// `{"grant", "balance"}`. The request's fields are the first request's:
+    /// a replay has the same request hash.
+    static func granted(_ operation: GrantOperation, _ granted: GrantResult.Granted) -> JSONValue {
+        [
+            "grant": [
+                "id": JSONValue(granted.entryID), "user_id": .string(operation.userID.rawValue),
+                "currency": .string(operation.currency.rawValue), "amount": JSONValue(granted.amount),
+                "reason": .string(operation.reason), "expires_at": time(granted.expiresAt),
+                "entry_id": JSONValue(granted.entryID), "created_at": time(granted.createdAt),
+            ],
+            "balance": balance(userID: operation.userID.rawValue, currency: operation.currency.rawValue,
+                               balance: granted.balance, held: granted.held),
+        ]
+    }
+
     /// A hold. Its metadata is the caller's object as the ledger keeps it.
     static func hold(_ hold: LedgerStore.Hold) throws -> JSONValue {
         [

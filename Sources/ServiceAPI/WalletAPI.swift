@@ -17,6 +17,8 @@ struct WalletAPI: Sendable {
     let metrics: Metrics
     let readiness: Readiness
     let requestTimeoutSeconds: Int
+    /// The most one grant gives (WALLET_GRANT_MAX_AMOUNT).
+    let grantAmountMax: Int64
     let logger: Logger
 
     static let entriesLimitDefault = 50
@@ -27,6 +29,7 @@ struct WalletAPI: Sendable {
         // read: a caller without the scope learns so whatever it sent.
         router.add("POST", "/v1/credits", gate: admit(.credit), postCredit)
         router.add("POST", "/v1/debits", gate: admit(.debit), postDebit)
+        router.add("POST", "/v1/grants", gate: admit(.grant), sync: postGrant)
         router.add("GET", "/v1/wallets/{user_id}", gate: admit(.read), getWallet)
         router.add("GET", "/v1/wallets/{user_id}/entries", gate: admit(.read), sync: getEntries)
         router.add("GET", "/v1/wallets/{user_id}/account-tokens", gate: admit(.credit), sync: getAccountTokens)
@@ -290,7 +293,7 @@ struct WalletAPI: Sendable {
 
     func idempotencyKey(_ request: Request) throws -> IdempotencyKey {
         guard let text = request.headers["idempotency-key"] else {
-            throw WalletError.idempotencyKeyRequired(detail: "send an Idempotency-Key header with every debit and hold operation")
+            throw WalletError.idempotencyKeyRequired(detail: "send an Idempotency-Key header with every debit, hold operation and grant")
         }
         guard let key = IdempotencyKey(text) else {
             throw WalletError.idempotencyKeyRequired(detail: "the Idempotency-Key must be 1-255 printable ASCII characters")

@@ -89,6 +89,8 @@ package final class Metrics: Sendable, StoreMetrics {
         case debited
         /// Refunds applied from App Store notifications.
         case refunded
+        /// The game server's grants (POST /v1/grants; not replays).
+        case granted
     }
 
     /// `wallet_db_errors_total` kinds exported from start-up at zero; the

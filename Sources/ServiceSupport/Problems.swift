@@ -54,6 +54,13 @@ extension WalletError: ProblemConvertible {
         case .unknownCurrency(let currency):
             return Problem(status: 422, code: "unknown_currency", title: "Unknown currency",
                            detail: "currency \(currency) is not one of the catalog's")
+        case .paidCurrencyNotGrantable(let currency):
+            return Problem(status: 422, code: "paid_currency_not_grantable", title: "Paid currency not grantable",
+                           detail: "currency \(currency) is made by purchases only; a grant cannot give it")
+        case .grantLimitExceeded(let max):
+            return Problem(status: 422, code: "grant_limit_exceeded", title: "Grant limit exceeded",
+                           detail: "one grant gives at most \(max) (WALLET_GRANT_MAX_AMOUNT)",
+                           extra: ["max_amount": JSONValue(max)])
         case .amountMismatch(let expected):
             return Problem(status: 422, code: "amount_mismatch", title: "Amount mismatch",
                            detail: "the amount comes from the catalog: \(expected) for this product and quantity",

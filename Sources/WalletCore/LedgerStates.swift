@@ -30,6 +30,19 @@ public enum EntryKind: String, Sendable, CaseIterable {
     case grant, revoke
     /// Coins past their lot's expiry, taken out of the balance.
     case expire
+    /// A product's bonus coins, beside its credit and under its flowNO.
+    case bonus
+}
+
+/// What a refund does when the wallet holds fewer coins than it takes
+/// back (WALLET_REFUND_DEBT).
+public enum RefundDebt: String, Sendable, CaseIterable {
+    /// Take it all: the balance goes below zero, a debt the next increases
+    /// of the currency repay first.
+    case allow
+    /// Take what the wallet holds, never below zero, and record the rest
+    /// as a shortfall (`wallet.refund_shortfalls`).
+    case floor
 }
 
 /// The store environment a credit's purchase was made in: `Production` or
@@ -68,6 +81,8 @@ public enum EventType: String, Sendable, CaseIterable {
     case revokeCreated = "revoke.created"
     /// Coins past their lot's expiry left the balance (an `expire` entry).
     case coinsExpired = "coins.expired"
+    /// A product's bonus came with its credit (a `bonus` entry).
+    case bonusCreated = "bonus.created"
     /// A change left the balance below zero; it follows that change's event.
     case balanceNegative = "balance.negative"
 }

@@ -23,6 +23,10 @@ public enum WalletError: Error, Sendable, Equatable {
     case unknownProduct(String)
     /// The currency is not one of the catalog's.
     case unknownCurrency(String)
+    /// A grant of a currency only purchases make.
+    case paidCurrencyNotGrantable(String)
+    /// A grant of more than the configured most (WALLET_GRANT_MAX_AMOUNT).
+    case grantLimitExceeded(max: Int64)
     /// The caller's amount differs from catalog × quantity.
     case amountMismatch(expected: Int64)
     /// The idempotency key was used before for a different request.
@@ -68,6 +72,8 @@ public enum Scope: String, Sendable, CaseIterable, Codable, Comparable {
     case credit
     /// POST /v1/debits
     case debit
+    /// POST /v1/grants: the game server's rewards
+    case grant
     /// GET wallets, entries and credits
     case read
     /// GET /v1/events: every change to every wallet

@@ -84,6 +84,7 @@ public final class Application: Sendable {
                 googlePolicy: PurchasePolicy(allowTestPurchases: google.allowTestPurchases,
                                              requireAccountID: google.requireAccountID),
                 creditFromNotifications: configuration.creditFromNotifications,
+                grantAmountMax: Int64(configuration.grantAmountMax),
                 googlePackageName: google.packageName,
                 storeLookups: .init(configuration.storeLookupThreads, configuration.storeLookupQueueDepthMax),
                 notifications: .init(configuration.notificationThreads, configuration.notificationQueueDepthMax),
@@ -128,13 +129,14 @@ public final class Application: Sendable {
                                 allowHTTP: configuration.webhooksAllowHTTP)),
             clock: clock, logger: logger,
             afterSchema: { [console, ledger, namespace = apple.accountTokenNamespace,
-                            paidFirst = configuration.spendPaidFirst,
+                            paidFirst = configuration.spendPaidFirst, refundDebt = configuration.refundDebt,
                             startupReadSeconds = configuration.startupReadTimeoutSeconds] in
                 try console?.loadCookieKey(deadline: .now + .seconds(startupReadSeconds))
                 // A wallet an admin script makes records its App Store token
                 // too, and a script takes coins from lots in the same order.
                 try ledger.setAccountTokenNamespace(namespace, deadline: .now + .seconds(startupReadSeconds))
                 try ledger.setSpendingOrder(paidFirst: paidFirst, deadline: .now + .seconds(startupReadSeconds))
+                try ledger.setRefundDebt(refundDebt, deadline: .now + .seconds(startupReadSeconds))
             })
     }
 

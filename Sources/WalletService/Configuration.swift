@@ -89,6 +89,10 @@ public struct Configuration: Sendable {
     public var creditFromNotifications = true
     /// Spend paid coins before free ones (WALLET_SPEND_PAID_FIRST).
     public var spendPaidFirst = false
+    /// What a refund does past the wallet's coins (WALLET_REFUND_DEBT).
+    public var refundDebt = RefundDebt.allow
+    /// The most one POST /v1/grants gives (WALLET_GRANT_MAX_AMOUNT).
+    public var grantAmountMax = 1_000_000
     public var idempotencyPurgeIntervalSeconds = 60
     public var idempotencyPurgeRoundRowsMax = 1_000
     public var idempotencyPurgeRoundsMax = 20

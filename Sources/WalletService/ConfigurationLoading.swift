@@ -39,6 +39,12 @@ extension Configuration {
             }
             configuration.logLevel = parsed
         }
+        if let mode = reader.string("WALLET_REFUND_DEBT") {
+            guard let parsed = RefundDebt(rawValue: mode) else {
+                throw ConfigurationError(variable: "WALLET_REFUND_DEBT", message: "must be one of allow, floor")
+            }
+            configuration.refundDebt = parsed
+        }
 
         for setting in integerSettings {
             guard let variable = setting.variable, let text = reader.string(variable) else { continue }
@@ -203,6 +209,7 @@ extension Configuration {
             variable("WALLET_EVENTS_RETENTION_DAYS", \.eventRetentionDays, 1...3_650, field: "eventRetentionDays"),
             variable("WALLET_UNCLAIMED_RETENTION_DAYS", \.unclaimedRetentionDays, 1...3_650,
                      field: "unclaimedRetentionDays"),
+            variable("WALLET_GRANT_MAX_AMOUNT", \.grantAmountMax, 1...1_000_000_000_000, field: "grantAmountMax"),
             variable("WALLET_WEBHOOKS_THREADS", \.webhookThreads, 1...64, field: "webhookThreads"),
             variable("WALLET_WEBHOOKS_TIMEOUT_SECONDS", \.webhookTimeoutSeconds, 1...60, field: "webhookTimeoutSeconds"),
             variable("WALLET_WEBHOOKS_RETRY_HOURS", \.webhookRetryHours, 1...720, field: "webhookRetryHours"),

@@ -14,6 +14,14 @@ extension Ledger {
         }
     }
 
+    /// Tells the database what refunds do past the wallet's coins
+    /// (WALLET_REFUND_DEBT), so the admin scripts refund alike.
+    public func setRefundDebt(_ mode: RefundDebt, deadline: ContinuousClock.Instant) throws {
+        _ = try writeBounded(.statement, pool: pool, metrics: metrics, deadline: deadline) { connection in
+            try connection.prepared("SELECT wallet.set_refund_debt(\(mode.rawValue))")
+        }
+    }
+
     /// Whether `currency` is one of the catalog's (wallet.currencies).
     public func currencyExists(_ currency: Currency) throws -> Bool {
         try reads.run {

@@ -16,6 +16,8 @@ public final class TestService: @unchecked Sendable {
     public let database: Connection.Options
     public let appBackendKey: String
     public let gameServerKey: String
+    /// The game server's key for rewards: scopes `grant` and `read`.
+    public let rewardsKey: String
     public let adminKey: String
     public var port: UInt16 { application.port }
 
@@ -29,6 +31,7 @@ public final class TestService: @unchecked Sendable {
         let setup = try Connection(options: database)
         appBackendKey = try APIKeys.create(name: "app-backend", scopes: [.credit, .read], on: setup)
         gameServerKey = try APIKeys.create(name: "game-server", scopes: [.debit, .read], on: setup)
+        rewardsKey = try APIKeys.create(name: "game-rewards", scopes: [.grant, .read], on: setup)
         adminKey = try APIKeys.create(name: "admin", scopes: [.admin], on: setup)
         setup.close()
 
@@ -131,6 +134,17 @@ public final class TestService: @unchecked Sendable {
         if let currency { body += #","currency":"\#(currency)""# }
         body += "}"
         return try request("POST", "/v1/debits", key: key ?? gameServerKey, json: body,
+                           headers: [("Idempotency-Key", idempotencyKey)])
+    }
+
+    /// `POST /v1/grants` under `idempotencyKey`, with the rewards key.
+    public func grant(userID: String, amount: Int64, idempotencyKey: String, reason: String = "daily reward",
+                      currency: String? = nil, expiresInDays: Int? = nil, key: String? = nil) throws -> HTTPTestResponse {
+        var body = #"{"user_id":"\#(userID)","amount":\#(amount),"reason":"\#(reason)""#
+        if let currency { body += #","currency":"\#(currency)""# }
+        if let expiresInDays { body += #","expires_in_days":\#(expiresInDays)"# }
+        body += "}"
+        return try request("POST", "/v1/grants", key: key ?? rewardsKey, json: body,
                            headers: [("Idempotency-Key", idempotencyKey)])
     }
 

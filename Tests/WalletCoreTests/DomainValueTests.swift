@@ -57,7 +57,8 @@ struct DomainValueTests {
         #expect(!game.allows(.credit))
         let admin = APIClient(name: "ops", scopes: [.admin])
         #expect(Scope.allCases.allSatisfy(admin.allows))
-        #expect(Scope.allCases.sorted() == [.credit, .debit, .read, .events, .console, .admin])
+        #expect(Scope.allCases.sorted() == [.credit, .debit, .grant, .read, .events, .console, .admin])
+        #expect(!game.allows(.grant))
         // A support agent's key opens the console and nothing else.
         let support = APIClient(name: "alice-support", scopes: [.console])
         #expect(Scope.allCases.filter(support.allows) == [.console])

@@ -163,7 +163,7 @@ struct CommandLineTests {
                 "\(listed.output)")
         let unknown = try wallet(["keys", "create", "--name", "x", "--scopes", "support"], ["WALLET_DATABASE_URL": url])
         #expect(unknown.status != 0)
-        #expect(unknown.error.contains("scopes are credit, debit, read, events, console, admin"), "\(unknown.error)")
+        #expect(unknown.error.contains("scopes are credit, debit, grant, read, events, console, admin"), "\(unknown.error)")
     }
 
     @Test func checkAgreesWithTheAdminScript() throws {

@@ -151,9 +151,20 @@ struct ConfigurationTests {
         }
     }
 
+    @Test func refundDebtIsAllowOrFloor() throws {
+        #expect(try Configuration.load(environment: [:]).refundDebt == .allow)
+        #expect(try Configuration.load(environment: ["WALLET_REFUND_DEBT": "floor"]).refundDebt == .floor)
+        #expect(try Configuration.load(environment: ["WALLET_REFUND_DEBT": "allow"]).refundDebt == .allow)
+        for value in ["Floor", "deny", "negative", "0"] {
+            #expect(throws: Configuration.ConfigurationError.self, "\(value)") {
+                try Configuration.load(environment: ["WALLET_REFUND_DEBT": value])
+            }
+        }
+    }
+
     @Test func limitsOutOfRangeStopStartUpNamingTheirVariable() throws {
         let read = Configuration.integerSettings.filter { $0.variable != nil }
-        #expect(read.count == 24)
+        #expect(read.count == 25)
         for setting in read {
             let name = try #require(setting.variable)
             let allowed = setting.allowed(in: try Configuration.load(environment: [:]))

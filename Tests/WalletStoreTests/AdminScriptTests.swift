@@ -340,6 +340,48 @@ struct AdminScriptTests {
         #expect(try books.audit().last?.argument("google_product_id") == "guodong600")
     }
 
+    /// A product's bonus is set, kept by later changes that name none,
+    /// checked, and removed with 0; a currency is made paid by its flag.
+    @Test func aProductCarriesABonusAndACurrencyItsPaidFlag() throws {
+        let books = try Books()
+        let gem = try books.psql.run("currency.sql", ["code": "gem", "name": "Gems", "paid": "true"])
+        #expect(gem.output == "created currency gem: Gems, paid\n", "\(gem)")
+        let kept = try books.psql.run("currency.sql", ["code": "gem", "name": "Gems"])
+        #expect(kept.output == "unchanged currency gem: Gems, paid\n", "\(kept)")
+        let set = try books.psql.run("product.sql", [
+            "product_id": "guodong5000", "amount": "5000", "currency": "coin", "bonus_amount": "500",
+            "bonus_expires_in_days": "30",
+        ])
+        #expect(set.output == "updated product guodong5000: 5000 coin, active, Google Play guodong5000, bonus 500 coin for 30 days\n",
+                "\(set)")
+        let repriced = try books.psql.run("product.sql", ["product_id": "guodong5000", "amount": "5500", "currency": "coin"])
+        #expect(repriced.output.hasSuffix(", bonus 500 coin for 30 days\n"), "\(repriced)")
+        let gems = try books.psql.run("product.sql", [
+            "product_id": "guodong5000", "amount": "5500", "currency": "coin", "bonus_amount": "50", "bonus_currency": "gem",
+        ])
+        #expect(gems.output.hasSuffix(", bonus 50 gem never expiring\n"), "\(gems)")
+        let refusals = [
+            try books.psql.run("product.sql", ["product_id": "guodong5000", "amount": "5500", "currency": "coin",
+                                               "bonus_amount": "-1"]),
+            try books.psql.run("product.sql", ["product_id": "guodong5000", "amount": "5500", "currency": "coin",
+                                               "bonus_currency": "gem"]),
+            try books.psql.run("product.sql", ["product_id": "guodong5000", "amount": "5500", "currency": "coin",
+                                               "bonus_amount": "5", "bonus_currency": "silver"]),
+            try books.psql.run("product.sql", ["product_id": "guodong5000", "amount": "5500", "currency": "coin",
+                                               "bonus_amount": "5", "bonus_expires_in_days": "0"]),
+        ]
+        for refused in refusals {
+            #expect(refused.status != 0, "\(refused)")
+        }
+        let removed = try books.psql.run("product.sql", [
+            "product_id": "guodong5000", "amount": "5000", "currency": "coin", "bonus_amount": "0",
+        ])
+        #expect(removed.output == "updated product guodong5000: 5000 coin, active, Google Play guodong5000\n", "\(removed)")
+        // The credit after it brings no bonus.
+        #expect(try books.credit(flowNo: "bn-1", userID: "bn", productID: "guodong5000") == "credited")
+        #expect(try books.balance("bn") == 5_000)
+    }
+
     /// A Google Play purchase buys one amount: a Google Play id names one
     /// active product at most (WL009), whether it is named or is the
     /// product's own id.
@@ -544,6 +586,59 @@ struct AdminScriptTests {
         #expect(later.lineCount == 1, "\(later)")
         let check = try books.psql.run("check.sql")
         #expect(check.status == 0, "\(check)")
+    }
+
+    // MARK: paid-balance.sql
+
+    /// Unused paid coins at past instants, replayed from the ledger, equal
+    /// what the lots held at each of those instants (read then), though the
+    /// books moved on after each.
+    @Test func paidBalanceReplaysTheLedgerToPastInstants() throws {
+        let books = try Books()
+        /// The instant now, once the last change committed, and the paid
+        /// coins the lots hold at it.
+        func snapshot() throws -> (instant: String, line: String) {
+            Thread.sleep(forTimeInterval: 0.05)
+            let row = try books.connection.query("""
+                SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US'),
+                       'coin,' || coalesce(sum(l.remaining), 0) || ',' || count(DISTINCT l.user_id) FILTER (WHERE l.remaining > 0)
+                FROM wallet.lots l WHERE l.paid AND l.currency = 'coin'
+                """)[0]
+            Thread.sleep(forTimeInterval: 0.05)
+            return (try row.decode(String.self, at: 0), try row.decode(String.self, at: 1))
+        }
+        let before = try snapshot()
+        #expect(try books.credit(flowNo: "pb-1", userID: "p1", productID: "guodong600") == "credited")
+        #expect(try books.credit(flowNo: "pb-2", userID: "p2", productID: "guodong1200") == "credited")
+        let first = try snapshot()
+        #expect(try books.debit(key: "pb-d1", userID: "p1", amount: 100) == "debited")
+        try books.connection.query("SELECT wallet.grant_coins('p2', 500, 'coin', 'prize', 'alice')")
+        // The grant's 500 free coins go first, then 200 paid.
+        #expect(try books.debit(key: "pb-d2", userID: "p2", amount: 700) == "debited")
+        let second = try snapshot()
+        // The refund takes p2's 1,000 paid coins left (and owes 200).
+        try books.connection.query("SELECT * FROM wallet.refund_credit('pb-2', 'chargeback', 'alice')")
+        #expect(try books.credit(flowNo: "pb-3", userID: "p3", productID: "guodong5000") == "credited")
+        let third = try snapshot()
+        #expect(try books.debit(key: "pb-d3", userID: "p3", amount: 1_000) == "debited")
+
+        #expect(before.line == "coin,0,0")
+        #expect(first.line == "coin,1800,2")
+        #expect(second.line == "coin,1500,2")
+        #expect(third.line == "coin,5500,2")
+        for point in [before, first, second, third] {
+            let run = try books.psql.run("paid-balance.sql", ["as_of": point.instant], arguments: ["--csv"])
+            #expect(run.status == 0, "\(run)")
+            #expect(run.output.split(separator: "\n").map(String.init) == ["currency,paid,wallets", point.line],
+                    "as of \(point.instant): \(run)")
+        }
+        // A bare date is the end of that day, in `tz`: today's, in UTC, is now.
+        let today = try books.connection.query("SELECT (now() AT TIME ZONE 'UTC')::date::text")[0].decode(String.self, at: 0)
+        let now = try books.psql.run("paid-balance.sql", ["as_of": today, "tz": "UTC"], arguments: ["--csv"])
+        #expect(now.output.split(separator: "\n").map(String.init) == ["currency,paid,wallets", "coin,4500,2"], "\(now)")
+        let missing = try books.psql.run("paid-balance.sql")
+        #expect(missing.status != 0)
+        #expect(missing.errors.contains("-v as_of is required"), "\(missing)")
     }
 
     // MARK: holds.sql
@@ -830,7 +925,7 @@ struct AdminScriptTests {
         let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
             .filter { $0.hasSuffix(".sql") }.sorted()
         #expect(names == ["breakage.sql", "check.sql", "claim.sql", "currency.sql", "events.sql", "grant.sql", "holds.sql",
-                          "product.sql", "refund.sql", "refunds.sql", "report.sql", "revoke.sql"])
+                          "paid-balance.sql", "product.sql", "refund.sql", "refunds.sql", "report.sql", "revoke.sql"])
         let variables: [String: [String]] = [
             "breakage.sql": ["since"],
             "check.sql": [],
@@ -838,6 +933,7 @@ struct AdminScriptTests {
             "currency.sql": ["code", "name", "operator", "reason"],
             "events.sql": ["user_id"],
             "holds.sql": [],
+            "paid-balance.sql": ["as_of", "tz"],
             "grant.sql": ["user_id", "amount", "currency", "reason", "operator"],
             "product.sql": ["product_id", "amount", "currency", "operator", "reason"],
             "refund.sql": ["flow_no", "reason", "operator"],

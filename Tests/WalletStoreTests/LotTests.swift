@@ -291,8 +291,10 @@ struct LotTests {
     }
 
     /// 64 threads on one wallet of many lots: debits, grants, credits,
-    /// holds placed and captured, refunds of its purchases. No lot goes
-    /// below zero (a constraint), no coin is taken twice, and the books
+    /// holds placed and captured, refunds of its purchases, while lots
+    /// expire (on the clock, during the race) and a sweeper expires them.
+    /// No lot goes below zero (a constraint), no coin is taken twice, no
+    /// coin past its expiry is left once the last sweep ran, and the books
     /// balance lot by lot.
     @Test func sixtyFourThreadsOnOneWalletKeepEveryLotExact() throws {
         var database = try TestDatabase.make()
@@ -302,12 +304,26 @@ struct LotTests {
         let options = database
         let setup = try Connection(options: options)
         try setup.query("SELECT * FROM wallet.grant_coins('ann', 2000, 'coin', 'seed', 'ops')")
+        // 16 expiring lots of 5,000, more than the race spends, whose expiry
+        // falls during it: the n-th 0.15·n seconds from now.
+        for index in 1...16 {
+            try setup.query("SELECT * FROM wallet.grant_coins('ann', 5000, 'coin', \("promo \(index)"), 'ops', p_expires_in_days => 1)")
+        }
+        try setup.execute("""
+            UPDATE wallet.lots l SET expires_at = clock_timestamp() + n.rank * interval '150 milliseconds'
+            FROM (SELECT id, row_number() OVER (ORDER BY id) AS rank FROM wallet.lots WHERE expires_at IS NOT NULL) n
+            WHERE l.id = n.id
+            """)
+        try setup.execute("UPDATE wallet.wallets SET next_expiry = (SELECT min(expires_at) FROM wallet.lots)")
         let failures = Mutex<[String]>([])
         let finished = runOnThreads(64, timeoutSeconds: 120) { thread in
             do {
                 let connection = try Connection(options: options)
                 for round in 0..<8 {
                     let name = "t\(thread)-\(round)"
+                    if thread % 8 == 0 {
+                        _ = try connection.query("SELECT wallet.expire_lots()")
+                    }
                     switch (thread + round) % 5 {
                     case 0: _ = try LedgerStore.credit([Self.credit("f-\(name)", "ann", "guodong600")], on: connection)
                     case 1: _ = try LedgerStore.debit([Self.debit("d-\(name)", Int64(37 + thread))], on: connection)
@@ -334,6 +350,22 @@ struct LotTests {
         }
         #expect(finished)
         #expect(failures.withLock { $0 } == [])
+        // Past the last expiry, one sweep to the end: no coin past its
+        // expiry is left (no hold is still active to keep any).
+        while try setup.query("SELECT clock_timestamp() <= max(expires_at) FROM wallet.lots")[0][0] == "t" {
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        while try setup.query("SELECT wallet.expire_lots()")[0].decode(Int64.self, at: 0) > 0 {}
+        #expect(try setup.query("SELECT count(*) FROM wallet.holds WHERE status = 'held'")[0][0] == "0")
+        #expect(try setup.query("SELECT coalesce(sum(remaining), 0) FROM wallet.lots WHERE expires_at <= now()")[0][0] == "0")
+        #expect(try setup.query("SELECT count(*) FROM wallet.entries WHERE kind = 'expire'")[0].decode(Int.self, at: 0) > 0)
+        // Breakage is what the expire entries took, all of it from expiring lots.
+        let expired = try setup.query("""
+            SELECT (SELECT -sum(amount) FROM wallet.entries WHERE kind = 'expire')::text,
+                   (SELECT -sum(t.amount) FROM wallet.entry_lots t JOIN wallet.entries e ON e.id = t.entry_id
+                    JOIN wallet.lots l ON l.id = t.lot_id WHERE e.kind = 'expire' AND l.expires_at IS NOT NULL)::text
+            """)[0]
+        #expect(expired[0] == expired[1])
         #expect(try LedgerStore.checkInvariants(on: setup) == [])
         // Every coin any entry took came from a lot that held it: the lots'
         // takings equal the decreases above the debt line, lot by lot.
