@@ -7,7 +7,9 @@ Run: /usr/bin/python3 Scripts/check-compose.py [docker-compose.yml]
 The root file must be valid YAML with the postgres and wallet services, and
 the wallet's environment must pass the start-up rules `wallet serve` applies
 to App Store settings, so a user who only fills in the placeholders gets a
-service that starts and applies Production refunds.
+service that starts and applies Production refunds. Every service instance
+serves its metrics and probes on WALLET_OPS_LISTEN and publishes its API
+port alone.
 
 With --ha, the high-availability file must be valid YAML with the services
 etcd, haproxy and pgbouncer, at least two Patroni nodes (services whose
@@ -41,6 +43,21 @@ def check_app_store(path, name, environment):
             fail(path, f"{name}: Production needs WALLET_APPLE_APP_APPLE_ID, or every Production refund is refused")
 
 
+def check_published_api_only(path, name, service):
+    """Metrics and probes on the operations port, which is not published:
+    the API port alone is reachable from outside."""
+    environment = service.get("environment", {})
+    ops = str(environment.get("WALLET_OPS_LISTEN", ""))
+    if not ops:
+        fail(path, f"{name}: set WALLET_OPS_LISTEN, so /metrics is not on the published API port")
+    api_port = str(environment.get("WALLET_LISTEN", "127.0.0.1:8080")).rpartition(":")[2]
+    ops_port = ops.rpartition(":")[2]
+    for mapping in service.get("ports", []):
+        target = str(mapping.get("target") if isinstance(mapping, dict) else str(mapping).rpartition(":")[2])
+        if target.split("/")[0] != api_port:
+            fail(path, f"{name}: publishes port {target}; only the API port {api_port} may be (operations: {ops_port})")
+
+
 def check_root(path, compose):
     services = compose.get("services", {})
     missing = {"postgres", "wallet"} - set(services)
@@ -48,6 +65,7 @@ def check_root(path, compose):
         fail(path, f"missing services {sorted(missing)}")
     environment = services["wallet"].get("environment", {})
     check_app_store(path, "wallet", environment)
+    check_published_api_only(path, "wallet", services["wallet"])
     print(f"{path}: valid YAML with services {sorted(services)}; App Store settings complete")
 
 
@@ -138,6 +156,7 @@ def check_ha(path, compose):
         if environment["WALLET_DATABASE_PREPARED_STATEMENTS"] != "false":
             fail(path, f'{name}: WALLET_DATABASE_PREPARED_STATEMENTS must be "false" (PgBouncer pools transactions)')
         check_app_store(path, name, environment)
+        check_published_api_only(path, name, services[name])
 
     print(f"{path}: valid YAML with services {sorted(services)}; Patroni nodes {nodes} synchronous with "
           f"primary_start_timeout 0; instances {instances} through pgbouncer; mounted files present")

@@ -38,6 +38,8 @@ package final class HTTPAPI: Sendable {
         package var creditFromNotifications: Bool
         /// The most one grant gives (WALLET_GRANT_MAX_AMOUNT).
         package var grantAmountMax: Int64
+        /// What `/metrics` asks for as a bearer token (WALLET_METRICS_TOKEN_FILE).
+        package var metricsToken: String?
         package var googlePackageName: String?
         package var storeLookups: Pool
         package var notifications: Pool
@@ -45,11 +47,12 @@ package final class HTTPAPI: Sendable {
 
         package init(requestTimeoutSeconds: Int, creditModes: Set<CreditSource>, appleEnvironments: [Environment],
                      creditPolicy: CreditPolicy, receipts: ReceiptVerifier, googlePolicy: PurchasePolicy,
-                     creditFromNotifications: Bool = true, grantAmountMax: Int64 = 1_000_000,
+                     creditFromNotifications: Bool = true, grantAmountMax: Int64 = 1_000_000, metricsToken: String? = nil,
                      googlePackageName: String?, storeLookups: Pool,
                      notifications: Pool, googlePushes: Pool) {
             self.creditFromNotifications = creditFromNotifications
             self.grantAmountMax = grantAmountMax
+            self.metricsToken = metricsToken
             self.requestTimeoutSeconds = requestTimeoutSeconds
             self.creditModes = creditModes
             self.appleEnvironments = appleEnvironments
@@ -71,10 +74,11 @@ package final class HTTPAPI: Sendable {
     /// since a push may wait seconds for Google's keys.
     private let googlePushWork: BlockingWork?
 
-    /// Builds the API and registers its routes on `router`. A store's
-    /// client is nil when that store is not set up; the caches' times are
-    /// counted on `clock`.
-    package init(router: Router, ledger: Ledger, metrics: Metrics, readiness: Readiness, transactions: SignedDataVerifier,
+    /// Builds the API and registers its routes on `router`, and the probes
+    /// and metrics on `operations` when there is an operations port (on
+    /// `router` otherwise). A store's client is nil when that store is not
+    /// set up; the caches' times are counted on `clock`.
+    package init(router: Router, operations: Router? = nil, ledger: Ledger, metrics: Metrics, readiness: Readiness, transactions: SignedDataVerifier,
                  serverAPI: ServerAPIClient?, googlePlay: PlayClient?, pushAuthenticator: PushAuthenticator?,
                  notifications: NotificationProcessor, googleVoids: GooglePlayVoids?, settings: Settings, clock: any WorkClock,
                  logger: Logger) {
@@ -101,7 +105,10 @@ package final class HTTPAPI: Sendable {
                   metrics: metrics, readiness: readiness, requestTimeoutSeconds: settings.requestTimeoutSeconds,
                   grantAmountMax: settings.grantAmountMax, logger: logger)
             .register(on: router)
-        OperationsAPI(ledger: ledger, readiness: readiness, metrics: metrics).register(on: router)
+        let operationsAPI = OperationsAPI(ledger: ledger, readiness: readiness, metrics: metrics,
+                                          metricsToken: settings.metricsToken)
+        operationsAPI.registerProbes(on: operations ?? router)
+        operationsAPI.registerDocument(on: router)
         AppStoreAPI(notifications: notifications, work: notificationWork, metrics: metrics,
                     requestTimeoutSeconds: settings.requestTimeoutSeconds, logger: logger)
             .register(on: router)

@@ -25,6 +25,8 @@ public final class Application: Sendable {
     let readiness: Readiness
     let server: Server
     let router: Router
+    /// The operations port's server (WALLET_OPS_LISTEN): probes and metrics.
+    let operationsServer: Server?
     /// The HTTP API's routes and pools.
     private let api: HTTPAPI
     /// The support console, when it is on.
@@ -72,8 +74,10 @@ public final class Application: Sendable {
         let googleVoids = googlePlay.map { [ledger, metrics] in
             GooglePlayVoids(client: $0, ledger: ledger, metrics: metrics, logger: logger)
         }
+        let operationsRouter = configuration.opsListen == nil ? nil : Router()
         api = HTTPAPI(
-            router: router, ledger: ledger, metrics: metrics, readiness: readiness, transactions: transactions,
+            router: router, operations: operationsRouter, ledger: ledger, metrics: metrics, readiness: readiness,
+            transactions: transactions,
             serverAPI: serverAPI, googlePlay: googlePlay, pushAuthenticator: pushAuthenticator, notifications: notifications,
             googleVoids: googleVoids,
             settings: .init(
@@ -85,6 +89,7 @@ public final class Application: Sendable {
                                              requireAccountID: google.requireAccountID),
                 creditFromNotifications: configuration.creditFromNotifications,
                 grantAmountMax: Int64(configuration.grantAmountMax),
+                metricsToken: try configuration.metricsToken(),
                 googlePackageName: google.packageName,
                 storeLookups: .init(configuration.storeLookupThreads, configuration.storeLookupQueueDepthMax),
                 notifications: .init(configuration.notificationThreads, configuration.notificationQueueDepthMax),
@@ -96,7 +101,22 @@ public final class Application: Sendable {
             queueDepthMax: configuration.consoleQueueDepthMax, sessionMinutes: configuration.adminSessionMinutes,
             listenHost: configuration.listen.host, requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger)
 
-        metrics.seed(routes: router.routes)
+        metrics.seed(routes: router.routes + (operationsRouter?.routes ?? []))
+        if let listen = configuration.opsListen, let operationsRouter {
+            operationsServer = Server(
+                configuration: .init(
+                    host: listen.host, port: listen.port, threads: 1, maxBodyBytes: configuration.bodyBytesMax,
+                    maxHeaderBytes: configuration.headerBytesMax, maxConnections: Self.operationsConnectionsMax,
+                    idleTimeoutSeconds: configuration.idleTimeoutSeconds,
+                    requestTimeoutSeconds: configuration.requestTimeoutSeconds,
+                    shutdownGraceSeconds: configuration.shutdownGraceSeconds,
+                    maxConnectionsPerAddress: Self.operationsConnectionsMax),
+                router: operationsRouter,
+                logger: Logger(label: "wallet.ops", level: logger.level, metadata: logger.metadata),
+                observer: metrics.observe)
+        } else {
+            operationsServer = nil
+        }
         server = Server(
             configuration: .init(
                 host: configuration.listen.host, port: configuration.listen.port, threads: configuration.httpThreads,
@@ -140,8 +160,13 @@ public final class Application: Sendable {
             })
     }
 
+    /// The operations port's connections at most: a scraper and probes.
+    static let operationsConnectionsMax = 64
+
     /// The bound port (useful with port 0).
     public var port: UInt16 { server.port }
+    /// The operations port's, when there is one.
+    public var operationsPort: UInt16? { operationsServer?.port }
 
     /// Opens the port and starts the background work. The database may still
     /// be coming up: the service then answers 503 until it is reachable and
@@ -150,6 +175,10 @@ public final class Application: Sendable {
         workers.start()
         try server.start()
         logger.info("listening", ["http.address": "\(configuration.listen.host):\(port)"])
+        if let operationsServer, let listen = configuration.opsListen {
+            try operationsServer.start()
+            logger.info("operations listening", ["http.address": "\(listen.host):\(operationsServer.port)"])
+        }
     }
 
     /// Waits until the schema is ready (migrations applied), at most `timeoutSeconds`.
@@ -163,6 +192,7 @@ public final class Application: Sendable {
     public func shutdown() {
         let graceSeconds = Double(configuration.shutdownGraceSeconds)
         server.shutdown()
+        operationsServer?.shutdown()
         api.stop(timeoutSeconds: graceSeconds)
         console?.stop(timeoutSeconds: graceSeconds)
         workers.stop()

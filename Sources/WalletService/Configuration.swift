@@ -105,6 +105,12 @@ public struct Configuration: Sendable {
     // MARK: HTTP
 
     public var listen = Listen(host: "127.0.0.1", port: 8080)
+    /// Where `/metrics`, `/healthz` and `/readyz` are served instead of the
+    /// API port (WALLET_OPS_LISTEN); nil: on the API port.
+    public var opsListen: Listen?
+    /// A file holding the bearer token `/metrics` asks for
+    /// (WALLET_METRICS_TOKEN_FILE); nil: none is asked for.
+    public var metricsTokenFile: String?
     /// The HTTP server's threads: each is an event loop over its share of
     /// the connections, so a few per core is the useful range.
     public var httpThreads = 4
@@ -261,6 +267,7 @@ public struct Configuration: Sendable {
     /// What `serve` needs beyond `validate`: the tools (migrate, keys,
     /// check) run without store settings. `buildApplication` runs it, once.
     public func validateForServing() throws(ConfigurationError) {
+        _ = try metricsToken()
         if creditVerification.contains(.googlePlay) {
             for (variable, value) in [("WALLET_GOOGLE_SERVICE_ACCOUNT_FILE", google.serviceAccountFile),
                                       ("WALLET_GOOGLE_PACKAGE_NAME", google.packageName)] where value == nil {
@@ -284,6 +291,20 @@ public struct Configuration: Sendable {
                 variable: "WALLET_APPLE_APP_APPLE_ID",
                 message: "must be set when an App Store mode accepts Production: without it every Production refund notification is refused")
         }
+    }
+
+    /// The token `/metrics` asks for, read from WALLET_METRICS_TOKEN_FILE
+    /// (surrounding white space dropped); nil when none is set. A file that
+    /// cannot be read, or holds fewer than 16 characters, stops start-up.
+    public func metricsToken() throws(ConfigurationError) -> String? {
+        guard let path = metricsTokenFile else { return nil }
+        guard let data = FileManager.default.contents(atPath: path),
+              let text = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines),
+              text.count >= 16, !text.contains(where: \.isWhitespace) else {
+            throw ConfigurationError(variable: "WALLET_METRICS_TOKEN_FILE",
+                                     message: "must name a readable file holding one token of at least 16 characters")
+        }
+        return text
     }
 
     /// The three credentials, each named when missing, and a bundle id for

@@ -31,6 +31,10 @@ extension Configuration {
         if let listen = reader.string("WALLET_LISTEN", flag: "listen") {
             configuration.listen = try parseListen(listen, variable: reader.lastName)
         }
+        if let ops = reader.string("WALLET_OPS_LISTEN") {
+            configuration.opsListen = try parseListen(ops, variable: reader.lastName)
+        }
+        configuration.metricsTokenFile = reader.string("WALLET_METRICS_TOKEN_FILE")
         configuration.dataDirectory = reader.string("WALLET_DATA_DIR", flag: "data-dir") ?? configuration.dataDirectory
         configuration.migrateOnStart = reader.flags["no-migrate"] == nil
         if let level = reader.string("WALLET_LOG_LEVEL") {
@@ -143,6 +147,9 @@ extension Configuration {
         if databaseSessionURL != nil, databaseURL == nil {
             throw ConfigurationError(variable: "WALLET_DATABASE_SESSION_URL",
                                      message: "needs WALLET_DATABASE_URL (the embedded database has no pooler to go past)")
+        }
+        if let ops = opsListen, ops.port != 0, ops.port == listen.port {
+            throw ConfigurationError(variable: "WALLET_OPS_LISTEN", message: "must be another port than WALLET_LISTEN's")
         }
         if apple.requireAccountToken, apple.accountTokenNamespace == nil {
             throw ConfigurationError(variable: "WALLET_APPLE_REQUIRE_ACCOUNT_TOKEN",
