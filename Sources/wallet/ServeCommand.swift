@@ -74,14 +74,19 @@ enum ServeCommand {
     private static func printBanner(_ application: Application) {
         let configuration = application.configuration
         var lines = ["wallet \(WalletCommand.version) listening on http://\(configuration.listen.host):\(application.port)"]
+        if let operationsPort = application.operationsPort, let listen = configuration.opsListen {
+            lines.append("metrics and probes: http://\(listen.host):\(operationsPort)/metrics, /healthz, /readyz")
+        }
+        lines.append("binary: \(Bundle.main.executablePath ?? CommandLine.arguments[0])")
         if let embedded = application.embeddedDatabase {
             lines.append("development database: embedded PostgreSQL in \(embedded.directory)")
             if embedded.usedFallback {
                 lines.append("  (the postgres user cannot reach \(configuration.dataDirectory), so it lives in the temp dir)")
             }
+            lines.append("  psql: \(PsqlCommand.commandLine(conninfo: embedded.conninfo))  (or: wallet psql)")
             lines.append("  This is the development database. Set WALLET_DATABASE_URL for a real one.")
         } else {
-            lines.append("database: WALLET_DATABASE_URL")
+            lines.append("database: WALLET_DATABASE_URL (set in this environment, so the embedded development database is not used)")
         }
         lines.append("credit verification: \(modes(configuration))"
             + (configuration.creditVerification.contains(.caller) ? " (the app backend vouches for purchases)" : ""))

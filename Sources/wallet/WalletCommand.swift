@@ -3,7 +3,7 @@ import Logging
 import Postgres
 import WalletService
 
-/// The `wallet` command: serve, migrate, keys, webhooks, check, version, appstore, googleplay.
+/// The `wallet` command: serve, migrate, keys, webhooks, check, psql, version, appstore, googleplay.
 /// A hand-written parser; every subcommand answers `--help`.
 enum WalletCommand {
     static let version = "0.1.0"
@@ -23,6 +23,7 @@ enum WalletCommand {
             case "keys": return try KeysCommand.run(arguments, environment: environment)
             case "webhooks": return try WebhooksCommand.run(arguments, environment: environment)
             case "check": return try CheckCommand.run(arguments, environment: environment)
+            case "psql": return try PsqlCommand.run(arguments, environment: environment)
             case "appstore": return try AppStoreCommand.run(arguments, environment: environment)
             case "googleplay": return try GooglePlayCommand.run(arguments, environment: environment)
             case "version", "--version":
@@ -53,6 +54,7 @@ enum WalletCommand {
           keys       create, list and revoke API keys
           webhooks   add, list, disable and enable webhook endpoints
           check      check the ledger's invariants
+          psql       open psql on the database (admin scripts: wallet psql -- -f Scripts/admin/...)
           appstore   verify App Store signed data offline, reconcile notifications,
                      list consumption answers
           googleplay reconcile voided purchases, list the consumes of purchases

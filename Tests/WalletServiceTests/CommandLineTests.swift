@@ -27,7 +27,7 @@ struct CommandLineTests {
         let version = try wallet(["version"])
         #expect(version.status == 0)
         #expect(version.output.hasPrefix("wallet "))
-        for command in ["serve", "migrate", "keys", "check"] {
+        for command in ["serve", "migrate", "keys", "check", "psql"] {
             let help = try wallet([command, "--help"])
             #expect(help.status == 0, "\(command) --help")
             #expect(help.output.contains("usage: wallet \(command)"), "\(command) --help")
@@ -248,7 +248,20 @@ struct CommandLineTests {
         #expect(server.waitForOutput(containing: "support-console (console):", seconds: 30))
         #expect(server.output.contains("game-server (debit, read):"))
         #expect(server.output.contains("development database"))
+        #expect(server.output.contains("binary: "))
         #expect(postgresProcesses(for: dataDirectory) > 0)
+        // The psql line the banner prints works as printed.
+        let printed = try #require(server.output.split(separator: "\n").first { $0.contains("psql: psql '") })
+        let conninfo = String(printed.split(separator: "'")[1])
+        let probe = Process()
+        probe.executableURL = URL(fileURLWithPath: try LocalCluster.findBinaries() + "/psql")
+        probe.arguments = [conninfo, "-XAtc", "SELECT count(*) FROM wallet.api_keys"]
+        let answer = Pipe()
+        probe.standardOutput = answer
+        try probe.run()
+        probe.waitUntilExit()
+        #expect(probe.terminationStatus == 0)
+        #expect(String(decoding: answer.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) == "3\n")
         server.signal(SIGINT)
         #expect(server.waitForExit(seconds: 60) == 0)
         #expect(postgresProcesses(for: dataDirectory) == 0)
@@ -256,6 +269,12 @@ struct CommandLineTests {
         let keys = try wallet(["keys", "list"], ["WALLET_DATA_DIR": dataDirectory])
         #expect(keys.status == 0, "\(keys.error)")
         #expect(keys.output.contains("app-backend"))
+        #expect(postgresProcesses(for: dataDirectory) == 0)
+        // So does `wallet psql`, passing what follows `--` to psql.
+        let psql = try wallet(["psql", "--", "-XAtc", "SELECT name FROM wallet.api_keys ORDER BY name"],
+                              ["WALLET_DATA_DIR": dataDirectory])
+        #expect(psql.status == 0, "\(psql.error)")
+        #expect(psql.output == "app-backend\ngame-server\nsupport-console\n", "\(psql.output)")
         #expect(postgresProcesses(for: dataDirectory) == 0)
 
         // A second start finds keys and prints none.
