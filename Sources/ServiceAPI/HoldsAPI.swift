@@ -23,6 +23,7 @@ extension WalletAPI {
             }
         }
         router.add("GET", "/v1/holds/{id}", gate: admit(.read), sync: getHold)
+        router.add("GET", "/v1/wallets/{user_id}/holds", gate: admit(.read), sync: listHolds)
     }
 
     func postHold(_ request: Request, _ responder: Responder) {
@@ -73,6 +74,29 @@ extension WalletAPI {
             throw WalletError.notFound(detail: "no hold \(holdID)")
         }
         return .json(["hold": try ResponseBody.hold(hold)])
+    }
+
+    /// `GET /v1/wallets/{user_id}/holds?status=&limit=&cursor=`: the
+    /// player's holds this key placed (every client's for `admin`), newest
+    /// first; `status` is `active` (held, and not past its time),
+    /// `captured`, `released` or `expired`.
+    func listHolds(_ request: Request) throws -> Response {
+        let client = client(of: request)
+        let userID = try pathUserID(request)
+        var errors: [FieldError] = []
+        var status: HoldStatus?
+        if let text = request.query["status"], !text.isEmpty {
+            status = text == "active" ? .held : HoldStatus(rawValue: text).flatMap { $0 == .held ? nil : $0 }
+            if status == nil {
+                errors.append(FieldError(field: "status", message: "must be active, captured, released or expired"))
+            }
+        }
+        let paging = Paging(request, kind: "holds", errors: &errors)
+        if !errors.isEmpty { throw WalletError.validationFailed(errors) }
+        let rows = try ledger.holds(of: userID, client: client.name, anyClient: client.allows(.admin), status: status,
+                                    beforeID: paging.beforeID, limit: paging.limit)
+        let (page, next) = paging.page(rows, id: \.id)
+        return .json(["holds": .array(try page.map(ResponseBody.hold)), "next_cursor": next.map(JSONValue.string) ?? .null])
     }
 
     /// Queues the operation to the writer of the hold's wallet: a place by

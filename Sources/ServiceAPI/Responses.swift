@@ -28,6 +28,21 @@ enum ResponseBody {
         ]
     }
 
+    /// A credit as it is now (`GET /v1/credits/{flow_no}` and the player's
+    /// list): the credit's fields, how it was verified (`source`), the
+    /// store environment, and what refunds took back so far.
+    static func creditRecord(_ credit: LedgerStore.Credit) -> JSONValue {
+        let state = credit.state
+        return [
+            "flow_no": .string(credit.flowNo), "user_id": .string(credit.userID), "product_id": .string(credit.productID),
+            "quantity": JSONValue(credit.quantity), "currency": .string(state.currency), "amount": JSONValue(state.amount),
+            "status": .string(state.status.rawValue), "entry_id": JSONValue(state.entryID),
+            "created_at": time(state.createdAt), "source": .string(credit.source),
+            "environment": credit.environment.map(JSONValue.string) ?? .null,
+            "refunded_amount": credit.refundedAmount.map { JSONValue($0) } ?? .null,
+        ]
+    }
+
     /// `{"credit", "balance"}`, for a credit made or replayed.
     static func credited(_ operation: LedgerStore.CreditOperation, _ state: LedgerStore.CreditState,
                          balance: Int64, held: Int64) -> JSONValue {

@@ -34,6 +34,7 @@ struct WalletAPI: Sendable {
         router.add("GET", "/v1/wallets/{user_id}/entries", gate: admit(.read), sync: getEntries)
         router.add("GET", "/v1/wallets/{user_id}/account-tokens", gate: admit(.credit), sync: getAccountTokens)
         router.add("GET", "/v1/credits/{flow_no}", gate: admit(.read), sync: getCredit)
+        router.add("GET", "/v1/wallets/{user_id}/credits", gate: admit(.read), sync: getCredits)
         registerHolds(on: router)
         registerEvents(on: router)
     }
@@ -239,24 +240,24 @@ struct WalletAPI: Sendable {
             currency = Currency(text)
             if currency == nil { errors.append(FieldError(field: "currency", message: Currency.rule)) }
         }
-        var limit = Self.entriesLimitDefault
-        if let text = request.query["limit"] {
-            if let value = Int(text), (1...Self.entriesLimitMax).contains(value) {
-                limit = value
-            } else {
-                errors.append(FieldError(field: "limit", message: "must be an integer from 1 to \(Self.entriesLimitMax)"))
-            }
-        }
-        var beforeID: Int64?
-        if let text = request.query["cursor"], !text.isEmpty {
-            beforeID = EntryCursor.decode(text)
-            if beforeID == nil { errors.append(FieldError(field: "cursor", message: "is not a cursor this API gave out")) }
-        }
+        let paging = Paging(request, kind: "entries", errors: &errors)
         if !errors.isEmpty { throw WalletError.validationFailed(errors) }
-        let rows = try ledger.entries(of: userID, currency: currency, beforeID: beforeID, limit: limit)
-        let page = Array(rows.prefix(limit))
-        let next = rows.count > limit ? page.last.map { EntryCursor.encode(beforeID: $0.id) } : nil
+        let rows = try ledger.entries(of: userID, currency: currency, beforeID: paging.beforeID, limit: paging.limit)
+        let (page, next) = paging.page(rows, id: \.id)
         return .json(ResponseBody.entries(page, nextCursor: next))
+    }
+
+    /// `GET /v1/wallets/{user_id}/credits`: the player's credits, newest
+    /// first, as `GET /v1/credits/{flow_no}` shows each.
+    func getCredits(_ request: Request) throws -> Response {
+        let userID = try pathUserID(request)
+        var errors: [FieldError] = []
+        let paging = Paging(request, kind: "credits", errors: &errors)
+        if !errors.isEmpty { throw WalletError.validationFailed(errors) }
+        let rows = try ledger.credits(of: userID, beforeEntryID: paging.beforeID, limit: paging.limit)
+        let (page, next) = paging.page(rows, id: \.state.entryID)
+        return .json(["credits": .array(page.map(ResponseBody.creditRecord)),
+                      "next_cursor": next.map(JSONValue.string) ?? .null])
     }
 
     func getCredit(_ request: Request) throws -> Response {
@@ -266,8 +267,7 @@ struct WalletAPI: Sendable {
         guard let credit = try ledger.credit(flowNo) else {
             throw WalletError.notFound(detail: "no credit for this flowNO")
         }
-        return .json(["credit": ResponseBody.credit(flowNo: credit.flowNo, userID: credit.userID,
-                                                    productID: credit.productID, quantity: credit.quantity, credit.state)])
+        return .json(["credit": ResponseBody.creditRecord(credit)])
     }
 
     // MARK: Shared steps, in the order the API documents
@@ -327,15 +327,45 @@ struct WalletAPI: Sendable {
 }
 
 /// Opaque page cursors for entry listings.
-enum EntryCursor {
-    static func encode(beforeID: Int64) -> String {
-        Base64URL.encode(Array("entries:\(beforeID)".utf8))
+/// A list's page: `limit` (1-500, 50 by default) and the opaque `cursor`
+/// of the page before, which names the last id shown and what it lists
+/// (a cursor of one list is refused by another).
+struct Paging {
+    let kind: String
+    var limit = WalletAPI.entriesLimitDefault
+    var beforeID: Int64?
+
+    init(_ request: Request, kind: String, errors: inout [FieldError]) {
+        self.kind = kind
+        if let text = request.query["limit"] {
+            if let value = Int(text), (1...WalletAPI.entriesLimitMax).contains(value) {
+                limit = value
+            } else {
+                errors.append(FieldError(field: "limit", message: "must be an integer from 1 to \(WalletAPI.entriesLimitMax)"))
+            }
+        }
+        if let text = request.query["cursor"], !text.isEmpty {
+            beforeID = Self.decode(text, kind: kind)
+            if beforeID == nil { errors.append(FieldError(field: "cursor", message: "is not a cursor this API gave out")) }
+        }
     }
 
-    static func decode(_ text: String) -> Int64? {
+    /// The page of `rows` (read with `limit + 1`, so one more means there is
+    /// a next page) and the cursor of the next, nil on the last.
+    func page<Row>(_ rows: [Row], id: (Row) -> Int64) -> ([Row], String?) {
+        let page = Array(rows.prefix(limit))
+        let next = rows.count > limit ? page.last.map { Self.encode(beforeID: id($0), kind: kind) } : nil
+        return (page, next)
+    }
+
+    static func encode(beforeID: Int64, kind: String) -> String {
+        Base64URL.encode(Array("\(kind):\(beforeID)".utf8))
+    }
+
+    static func decode(_ text: String, kind: String) -> Int64? {
         guard text.utf8.count <= 64, let bytes = Base64URL.decode(text),
-              let string = String(bytes: bytes, encoding: .utf8), string.hasPrefix("entries:"),
-              let id = Int64(string.dropFirst("entries:".count)), id > 0 else { return nil }
+              let string = String(bytes: bytes, encoding: .utf8), string.hasPrefix("\(kind):"),
+              let id = Int64(string.dropFirst(kind.count + 1)), id > 0 else { return nil }
         return id
     }
 }

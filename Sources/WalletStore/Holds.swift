@@ -135,6 +135,23 @@ extension LedgerStore {
             """).single.flatMap { try hold($0, at: 0) }
     }
 
+    /// A player's holds as they are now, newest first: `client`'s own (every
+    /// client's with `anyClient`), of one status when `status` is given
+    /// (a hold past its time reads as expired), below `beforeID`; `limit`
+    /// of them and one more, which tells the caller a next page exists.
+    static func holds(of userID: UserID, client: String, anyClient: Bool, status: HoldStatus?, beforeID: Int64?,
+                      limit: Int, on connection: Connection) throws -> [Hold] {
+        try connection.prepared("""
+            SELECT \(unsafeSQL: holdColumns("s"))
+            FROM wallet.holds h CROSS JOIN LATERAL wallet.hold_as_seen(h) s
+            WHERE h.user_id = \(userID.rawValue) AND h.id < coalesce(\(beforeID)::bigint, 9223372036854775807)
+              AND (\(anyClient)::boolean OR h.client = \(client))
+              AND (\(status?.rawValue)::text IS NULL OR s.status = \(status?.rawValue)::text)
+            ORDER BY h.id DESC
+            LIMIT \(limit + 1)::integer
+            """).compactMap { try hold($0, at: 0) }
+    }
+
     /// The columns `hold(_:at:)` reads, of the `wallet.holds` value `value`.
     private static func holdColumns(_ value: String) -> String {
         ["id", "user_id", "currency", "amount", "status", "reason", "metadata::text", "created_at", "expires_at",
@@ -184,6 +201,15 @@ extension Ledger {
     /// The hold `id` as it is now, when `client` may see it.
     public func hold(id: Int64, client: String, anyClient: Bool) throws -> LedgerStore.Hold? {
         try reads.run { try LedgerStore.hold(id: id, client: client, anyClient: anyClient, on: $0) }
+    }
+
+    /// A player's holds `client` may see, newest first (`LedgerStore.holds`).
+    public func holds(of userID: UserID, client: String, anyClient: Bool, status: HoldStatus?, beforeID: Int64?,
+                      limit: Int) throws -> [LedgerStore.Hold] {
+        try reads.run {
+            try LedgerStore.holds(of: userID, client: client, anyClient: anyClient, status: status, beforeID: beforeID,
+                                  limit: limit, on: $0)
+        }
     }
 
     /// Expires due holds of up to `wallets` wallets; returns how many.

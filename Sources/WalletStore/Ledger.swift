@@ -153,6 +153,11 @@ public final class Ledger: Sendable {
         try reads.run { try LedgerStore.entries(of: userID, currency: currency, beforeID: beforeID, limit: limit, on: $0) }
     }
 
+    /// A player's credits, newest first (`LedgerStore.credits`).
+    public func credits(of userID: UserID, beforeEntryID: Int64?, limit: Int) throws -> [LedgerStore.Credit] {
+        try reads.run { try LedgerStore.credits(of: userID, beforeEntryID: beforeEntryID, limit: limit, on: $0) }
+    }
+
     /// The credit of a flowNO, or nil when it was never credited.
     public func credit(_ flowNo: FlowNumber, deadline: ContinuousClock.Instant? = nil) throws -> LedgerStore.Credit? {
         try reads.run(deadline: deadline) { try LedgerStore.credit(flowNo, on: $0) }

@@ -302,6 +302,24 @@ public struct LedgerStore: Sendable {
         public var productID: String
         public var quantity: Int
         public var state: CreditState
+        /// How the purchase was verified (`wallet.credits.source`).
+        public var source: String
+        /// The store environment the purchase was made in; nil for `caller`.
+        public var environment: String?
+        /// What refunds took back so far; nil when it is not refunded.
+        public var refundedAmount: Int64?
+    }
+
+    /// A player's credits, newest first, below the credit of entry
+    /// `beforeEntryID`; `limit` of them and one more, which tells the caller
+    /// a next page exists.
+    static func credits(of userID: UserID, beforeEntryID: Int64?, limit: Int, on connection: Connection) throws -> [Credit] {
+        try connection.prepared("""
+            SELECT \(unsafeSQL: creditColumns) FROM wallet.credits
+            WHERE user_id = \(userID.rawValue) AND entry_id < coalesce(\(beforeEntryID)::bigint, 9223372036854775807)
+            ORDER BY entry_id DESC
+            LIMIT \(limit + 1)::integer
+            """).map(credit(_:))
     }
 
     /// The credit, or nil when the flowNO was never credited.
@@ -318,17 +336,25 @@ public struct LedgerStore: Sendable {
             """))
     }
 
-    private static let creditColumns = "flow_no, user_id, product_id, quantity, currency, amount, status, entry_id, created_at"
+    private static let creditColumns = """
+        flow_no, user_id, product_id, quantity, currency, amount, status, entry_id, created_at, source, environment,
+        refunded_amount
+        """
 
     /// The one row `creditColumns` selects, if any.
     private static func credit(_ rows: Rows) throws -> Credit? {
-        try rows.single.map { row in
-            Credit(flowNo: try row.decode(String.self, at: 0), userID: try row.decode(String.self, at: 1),
-                   productID: try row.decode(String.self, at: 2), quantity: try row.decode(Int.self, at: 3),
-                   state: CreditState(currency: try row.decode(String.self, at: 4), amount: try row.decode(Int64.self, at: 5),
-                                      status: try row.decode(CreditStatus.self, at: 6),
-                                      entryID: try row.decode(Int64.self, at: 7), createdAt: try row.decode(Date.self, at: 8)))
-        }
+        try rows.single.map(credit(_:))
+    }
+
+    /// A row `creditColumns` selects.
+    private static func credit(_ row: Row) throws -> Credit {
+        Credit(flowNo: try row.decode(String.self, at: 0), userID: try row.decode(String.self, at: 1),
+               productID: try row.decode(String.self, at: 2), quantity: try row.decode(Int.self, at: 3),
+               state: CreditState(currency: try row.decode(String.self, at: 4), amount: try row.decode(Int64.self, at: 5),
+                                  status: try row.decode(CreditStatus.self, at: 6),
+                                  entryID: try row.decode(Int64.self, at: 7), createdAt: try row.decode(Date.self, at: 8)),
+               source: try row.decode(String.self, at: 9), environment: try row.decodeIfPresent(String.self, at: 10),
+               refundedAmount: try row.decodeIfPresent(Int64.self, at: 11))
     }
 
     // MARK: Upkeep

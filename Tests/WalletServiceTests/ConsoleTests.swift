@@ -174,7 +174,8 @@ struct ConsoleTests {
         #expect(gated == ["POST /v1/credits", "POST /v1/debits", "GET /v1/wallets/{user_id}",
                           "GET /v1/wallets/{user_id}/entries", "GET /v1/credits/{flow_no}", "POST /v1/holds",
                           "POST /v1/holds/{id}/capture", "POST /v1/holds/{id}/release", "GET /v1/holds/{id}",
-                          "GET /v1/events", "GET /v1/wallets/{user_id}/account-tokens", "POST /v1/grants"])
+                          "GET /v1/events", "GET /v1/wallets/{user_id}/account-tokens", "POST /v1/grants",
+                          "GET /v1/wallets/{user_id}/credits", "GET /v1/wallets/{user_id}/holds"])
         // Nothing moved: one credit, one hold, still held.
         #expect(try service.count("SELECT count(*) FROM wallet.entries") == 1)
         #expect(try service.count("SELECT count(*) FROM wallet.holds WHERE status = 'held'") == 1)
