@@ -35,30 +35,35 @@ package struct AdminConsole: Sendable {
     let readiness: Readiness
     let work: BlockingWork
     let sessionMinutes: Int
-    /// `Secure` on the cookie, unless the service listens on loopback.
+    /// `Secure` on the cookie (WALLET_ADMIN_COOKIE_SECURE; by default, unless
+    /// the service listens on loopback).
     let secureCookie: Bool
+    /// Whose X-Forwarded-For and X-Forwarded-Proto are believed.
+    let trustedProxies: TrustedProxies
     let requestTimeoutSeconds: Int
     let signIns: SignInLimiter
     let cookies: SessionCookies
     let logger: Logger
 
-    /// `listenHost` is where the service listens: a cookie is `Secure`
-    /// unless that is loopback.
     package init(ledger: Ledger, readiness: Readiness, work: BlockingWork, cookies: SessionCookies, sessionMinutes: Int,
-                 listenHost: String, requestTimeoutSeconds: Int, clock: any WorkClock, logger: Logger) {
+                 cookieSecure: Bool, trustedProxies: TrustedProxies, requestTimeoutSeconds: Int, clock: any WorkClock,
+                 logger: Logger) {
         self.ledger = ledger
         self.readiness = readiness
         self.work = work
         self.cookies = cookies
         self.sessionMinutes = sessionMinutes
-        secureCookie = !listenHost.hasPrefix("127.")
+        secureCookie = cookieSecure
+        self.trustedProxies = trustedProxies
         self.requestTimeoutSeconds = requestTimeoutSeconds
         signIns = SignInLimiter(clock: clock)
         self.logger = logger
     }
 
     package func register(on router: Router) {
-        router.add("GET", "/admin/login", sync: { _ in page(ConsolePages.login(message: nil)) })
+        router.add("GET", "/admin/login", sync: { request in
+            page(ConsolePages.login(message: cookieWouldBeDropped(request) ? Self.plainHTTPMessage : nil))
+        })
         router.add("POST", "/admin/login", postLogin)
         router.add("POST", "/admin/logout", signedIn(postLogout))
         router.add("GET", "/admin", signedIn(overview))
@@ -82,10 +87,32 @@ package struct AdminConsole: Sendable {
 
     // MARK: Sign-in
 
+    /// Said on the sign-in form when the browser would drop the session
+    /// cookie: it is `Secure` and the page came over plain HTTP.
+    static let plainHTTPMessage = """
+        This page came over plain HTTP, and the console's session cookie is Secure, so your browser would not keep \
+        it. Open the console over HTTPS (through a TLS proxy listed in WALLET_TRUSTED_PROXIES that sends \
+        X-Forwarded-Proto: https), or set WALLET_ADMIN_COOKIE_SECURE=false on a private network
+        """
+
+    /// Whether a `Secure` cookie set in answer to `request` would be
+    /// dropped: it came over plain HTTP (as a trusted proxy tells), from a
+    /// host a browser does not count as secure (localhost is).
+    func cookieWouldBeDropped(_ request: Request) -> Bool {
+        guard secureCookie, !trustedProxies.client(of: request).https else { return false }
+        let host = (request.headers["host"] ?? "").lowercased()
+        let name = host.hasPrefix("[") ? String(host.prefix { $0 != "]" }) + "]"
+            : String(host.prefix { $0 != ":" })
+        return !(name == "localhost" || name.hasPrefix("127.") || name == "[::1]")
+    }
+
     func postLogin(_ request: Request, _ responder: Responder) {
-        let address = request.remoteAddress ?? "unknown"
+        let address = trustedProxies.client(of: request).address ?? "unknown"
         if let wait = signIns.refusal(for: address) {
             return responder.send(loginRefused(ConsoleError.signInRateLimited(retryAfterSeconds: wait)))
+        }
+        if cookieWouldBeDropped(request) {
+            return responder.send(page(ConsolePages.login(message: Self.plainHTTPMessage), status: 400))
         }
         guard let fields = Forms.fields(request.body) else {
             return responder.send(loginRefused(ConsoleError.malformedForm))

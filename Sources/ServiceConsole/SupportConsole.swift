@@ -15,11 +15,13 @@ package final class SupportConsole: Sendable {
     /// Registers the console's routes on `router`; its pages read on
     /// `threads` threads, with at most `queueDepthMax` waiting.
     package init(router: Router, ledger: Ledger, readiness: Readiness, clock: any WorkClock, threads: Int, queueDepthMax: Int,
-                 sessionMinutes: Int, listenHost: String, requestTimeoutSeconds: Int, logger: Logger) {
+                 sessionMinutes: Int, cookieSecure: Bool, trustedProxies: TrustedProxies, requestTimeoutSeconds: Int,
+                 logger: Logger) {
         self.ledger = ledger
         work = BlockingWork(threads: threads, queueDepthMax: queueDepthMax, name: "wallet-console")
         AdminConsole(ledger: ledger, readiness: readiness, work: work, cookies: cookies, sessionMinutes: sessionMinutes,
-                     listenHost: listenHost, requestTimeoutSeconds: requestTimeoutSeconds, clock: clock, logger: logger)
+                     cookieSecure: cookieSecure, trustedProxies: trustedProxies, requestTimeoutSeconds: requestTimeoutSeconds,
+                     clock: clock, logger: logger)
             .register(on: router)
     }
 

@@ -99,7 +99,8 @@ public final class Application: Sendable {
         console = !configuration.adminConsole ? nil : SupportConsole(
             router: router, ledger: ledger, readiness: readiness, clock: clock, threads: configuration.consoleThreads,
             queueDepthMax: configuration.consoleQueueDepthMax, sessionMinutes: configuration.adminSessionMinutes,
-            listenHost: configuration.listen.host, requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger)
+            cookieSecure: configuration.consoleCookieSecure, trustedProxies: configuration.trustedProxies,
+            requestTimeoutSeconds: configuration.requestTimeoutSeconds, logger: logger)
 
         metrics.seed(routes: router.routes + (operationsRouter?.routes ?? []))
         if let listen = configuration.opsListen, let operationsRouter {

@@ -1,5 +1,6 @@
 public import AppStore
 public import Foundation
+public import HTTPServer
 import GooglePlay
 public import Logging
 public import WalletCore
@@ -111,6 +112,14 @@ public struct Configuration: Sendable {
     /// A file holding the bearer token `/metrics` asks for
     /// (WALLET_METRICS_TOKEN_FILE); nil: none is asked for.
     public var metricsTokenFile: String?
+    /// The proxies whose X-Forwarded-For and X-Forwarded-Proto are believed
+    /// (WALLET_TRUSTED_PROXIES); none by default.
+    public var trustedProxies = TrustedProxies.none
+    /// `Secure` on the console's cookie (WALLET_ADMIN_COOKIE_SECURE); nil:
+    /// yes, unless the service listens on loopback.
+    public var adminCookieSecure: Bool?
+    /// Whether the console's cookie is `Secure`, as configured or by default.
+    public var consoleCookieSecure: Bool { adminCookieSecure ?? !listen.host.hasPrefix("127.") }
     /// The HTTP server's threads: each is an event loop over its share of
     /// the connections, so a few per core is the useful range.
     public var httpThreads = 4

@@ -1,5 +1,6 @@
 import AppStore
 import Foundation
+import HTTPServer
 import Logging
 import WalletCore
 
@@ -35,6 +36,16 @@ extension Configuration {
             configuration.opsListen = try parseListen(ops, variable: reader.lastName)
         }
         configuration.metricsTokenFile = reader.string("WALLET_METRICS_TOKEN_FILE")
+        if let proxies = reader.string("WALLET_TRUSTED_PROXIES") {
+            guard let parsed = TrustedProxies(proxies) else {
+                throw ConfigurationError(variable: "WALLET_TRUSTED_PROXIES",
+                                         message: "must be IPv4 networks, comma-separated, such as 10.0.0.0/8,192.168.1.7")
+            }
+            configuration.trustedProxies = parsed
+        }
+        if let secure = reader.string("WALLET_ADMIN_COOKIE_SECURE") {
+            configuration.adminCookieSecure = try parseBoolean(secure, variable: "WALLET_ADMIN_COOKIE_SECURE")
+        }
         configuration.dataDirectory = reader.string("WALLET_DATA_DIR", flag: "data-dir") ?? configuration.dataDirectory
         configuration.migrateOnStart = reader.flags["no-migrate"] == nil
         if let level = reader.string("WALLET_LOG_LEVEL") {
