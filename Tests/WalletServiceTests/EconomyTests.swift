@@ -90,6 +90,31 @@ struct EconomyTests {
         #expect(try service.violations() == [])
     }
 
+    /// A bonus in another currency goes to the player's wallet of that
+    /// currency, made on first use; the credit's answer shows its own.
+    @Test func aBonusInAnotherCurrencyLandsInThatWallet() throws {
+        let service = try TestService()
+        defer { service.stop() }
+        let connection = try Connection(options: service.database)
+        try connection.query("SELECT * FROM wallet.upsert_currency('gem', 'Gems')")
+        try connection.query("""
+            SELECT * FROM wallet.upsert_product('guodong1200', 1200, 'coin', p_bonus_amount => 50, p_bonus_currency => 'gem')
+            """)
+        let credit = try service.credit(userID: "ian", flowNo: "ian-1", productID: "guodong1200", quantity: 2)
+        #expect(credit.status == 201, "\(credit.text)")
+        #expect(try credit.json()["balance"]?["balance"] == 2_400)
+        #expect(try service.balance(of: "ian") == 2_400)
+        #expect(try service.balance(of: "ian", currency: "gem") == 100)
+        #expect(try connection.query("""
+            SELECT source || ' ' || currency || ' ' || remaining || ' ' || (expires_at IS NULL)::text
+            FROM wallet.lots WHERE user_id = 'ian' ORDER BY id
+            """).map { $0[0] ?? "" } == ["purchase coin 2400 true", "bonus gem 100 true"])
+        // A replay adds nothing.
+        #expect(try service.credit(userID: "ian", flowNo: "ian-1", productID: "guodong1200", quantity: 2).status == 200)
+        #expect(try service.balance(of: "ian", currency: "gem") == 100)
+        #expect(try service.violations() == [])
+    }
+
     /// Under floor, a refund of a wallet that holds nothing takes nothing,
     /// and Apple's reversal of it gives nothing back; both stay in the
     /// credit's history, and the books balance.

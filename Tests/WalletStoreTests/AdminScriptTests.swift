@@ -58,6 +58,22 @@ struct AdminScriptTests {
         #expect(check.status == 0, "\(check)")
     }
 
+    /// Under WALLET_REFUND_DEBT=floor (as the service wrote it to the
+    /// database) the script stops at zero and says what fell short.
+    @Test func refundUnderFloorStopsAtZeroAndPrintsTheShortfall() throws {
+        let books = try Books()
+        try books.connection.query("SELECT wallet.set_refund_debt('floor')")
+        #expect(try books.credit(flowNo: "2000000124", userID: "u2", productID: "guodong600") == "credited")
+        #expect(try books.debit(key: "spend-f", userID: "u2", amount: 400) == "debited")
+        let run = try books.psql.run("refund.sql", ["flow_no": "2000000124", "reason": "chargeback", "operator": "alice"])
+        #expect(run.status == 0, "\(run)")
+        #expect(run.output.hasPrefix("refunded flowNO 2000000124: 600 coin from user u2, balance 0 (entry "), "\(run)")
+        #expect(run.output.hasSuffix("), shortfall 400\n"), "\(run)")
+        #expect(try books.balance("u2") == 0)
+        let check = try books.psql.run("check.sql")
+        #expect(check.status == 0, "\(check)")
+    }
+
     @Test func aSecondRefundSucceedsAndChangesNothing() throws {
         let books = try Books()
         #expect(try books.credit(flowNo: "2000000200", userID: "u2", productID: "guodong1200") == "credited")

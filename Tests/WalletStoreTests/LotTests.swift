@@ -290,6 +290,30 @@ struct LotTests {
         #expect(after.contains("entry_moves_its_lots"))
     }
 
+    /// One batch with bonuses: a credit, its replay, another credit with a
+    /// bonus in the same currency, and one whose bonus is in another: each
+    /// answer's balance is the wallet's at that point of the batch, bonuses
+    /// included, and each bonus posts once, right after its credit.
+    @Test func aBatchOfCreditsWithBonusesAnswersAsOneAtATime() throws {
+        let connection = try Connection(options: try TestDatabase.make())
+        try connection.query("SELECT * FROM wallet.upsert_currency('gem', 'Gems')")
+        try connection.query("SELECT * FROM wallet.upsert_product('guodong600', 600, 'coin', p_bonus_amount => 60)")
+        try connection.query("""
+            SELECT * FROM wallet.upsert_product('guodong1200', 1200, 'coin', p_bonus_amount => 5, p_bonus_currency => 'gem')
+            """)
+        let results = try LedgerStore.credit([Self.credit("b-1", "bea", "guodong600"), Self.credit("b-1", "bea", "guodong600"),
+                                              Self.credit("b-2", "bea", "guodong600"), Self.credit("b-3", "bea", "guodong1200"),
+                                              Self.credit("b-4", "bea", "guodong5000")], on: connection)
+        #expect(results.map(\.outcome) == [.credited, .replayed, .credited, .credited, .credited])
+        #expect(results.map(\.balance) == [660, 660, 1_320, 2_520, 7_520])
+        #expect(try connection.query("""
+            SELECT kind || ' ' || currency || ' ' || amount || ' ' || reference FROM wallet.entries ORDER BY id
+            """).map { $0[0] ?? "" } == ["credit coin 600 b-1", "bonus coin 60 b-1", "credit coin 600 b-2",
+                                         "bonus coin 60 b-2", "credit coin 1200 b-3", "bonus gem 5 b-3",
+                                         "credit coin 5000 b-4"])
+        #expect(try LedgerStore.checkInvariants(on: connection) == [])
+    }
+
     /// 64 threads on one wallet of many lots: debits, grants, credits,
     /// holds placed and captured, refunds of its purchases, while lots
     /// expire (on the clock, during the race) and a sweeper expires them.
