@@ -48,12 +48,12 @@ unset WALLET_DATABASE_URL
 SERVER_PID=$!
 
 for _ in $(seq 1 600); do
-    grep -q "game-server (debit, read):" "$WORK/serve.out" 2>/dev/null && break
+    grep -q "game-server (debit, grant, read):" "$WORK/serve.out" 2>/dev/null && break
     kill -0 "$SERVER_PID" 2>/dev/null || { cat "$WORK/serve.err" >&2; echo "api-fuzz: the service did not start" >&2; exit 1; }
     sleep 0.1
 done
 APP_KEY=$(awk '/app-backend \(credit, read\):/ {print $NF}' "$WORK/serve.out")
-GAME_KEY=$(awk '/game-server \(debit, read\):/ {print $NF}' "$WORK/serve.out")
+GAME_KEY=$(awk '/game-server \(debit, grant, read\):/ {print $NF}' "$WORK/serve.out")
 [ -n "$APP_KEY" ] && [ -n "$GAME_KEY" ] || { echo "api-fuzz: no development keys printed" >&2; exit 1; }
 
 status=0

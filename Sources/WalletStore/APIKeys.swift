@@ -122,7 +122,7 @@ public struct APIKeys: Sendable {
         try connection.execute("LOCK TABLE wallet.api_keys IN EXCLUSIVE MODE")
         guard try count(on: connection) == 0 else { return nil }
         return DevelopmentKeys(appBackend: try create(name: "app-backend", scopes: [.credit, .read], on: connection),
-                               gameServer: try create(name: "game-server", scopes: [.debit, .read], on: connection),
+                               gameServer: try create(name: "game-server", scopes: [.debit, .grant, .read], on: connection),
                                console: try create(name: "support-console", scopes: [.console], on: connection))
     }
 

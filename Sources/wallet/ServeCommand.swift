@@ -104,7 +104,7 @@ enum ServeCommand {
 
             Development API keys (shown once; create more with `wallet keys create`):
               app-backend (credit, read): \(keys.appBackend)
-              game-server (debit, read):  \(keys.gameServer)
+              game-server (debit, grant, read): \(keys.gameServer)
               support-console (console):  \(keys.console)
 
             Try them:
@@ -114,6 +114,9 @@ enum ServeCommand {
               curl -s -X POST \(base)/v1/debits -H 'Authorization: Bearer \(keys.gameServer)' \\
                 -H 'Content-Type: application/json' -H 'Idempotency-Key: order-1' \\
                 -d '{"user_id":"player-1","amount":100,"reason":"sword"}'
+              curl -s -X POST \(base)/v1/grants -H 'Authorization: Bearer \(keys.gameServer)' \\
+                -H 'Content-Type: application/json' -H 'Idempotency-Key: login-reward-1' \\
+                -d '{"user_id":"player-1","amount":50,"reason":"daily login","expires_in_days":7}'
               curl -s \(base)/v1/wallets/player-1 -H 'Authorization: Bearer \(keys.gameServer)'
 
             Sign in to the support console at \(base)/admin with the support-console key.

@@ -296,7 +296,7 @@ class WalletServer:
             return "support-console (console):" in text and text
         text = wait_until("wallet serve to print its development keys", keys_printed, SERVER_START_SECONDS)
         self.app_key = re.search(r"app-backend \(credit, read\):\s*(\S+)", text).group(1)
-        self.game_key = re.search(r"game-server \(debit, read\):\s*(\S+)", text).group(1)
+        self.game_key = re.search(r"game-server \(debit, grant, read\):\s*(\S+)", text).group(1)
         self.console_key = re.search(r"support-console \(console\):\s*(\S+)", text).group(1)
         wait_until("/healthz to answer", self.healthy, 30)
 

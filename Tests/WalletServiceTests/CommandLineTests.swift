@@ -246,7 +246,7 @@ struct CommandLineTests {
         // The first start of an empty database prints two development keys
         // and a key for the support console.
         #expect(server.waitForOutput(containing: "support-console (console):", seconds: 30))
-        #expect(server.output.contains("game-server (debit, read):"))
+        #expect(server.output.contains("game-server (debit, grant, read):"))
         #expect(server.output.contains("development database"))
         #expect(server.output.contains("binary: "))
         #expect(postgresProcesses(for: dataDirectory) > 0)
