@@ -194,7 +194,7 @@ struct ConsoleTests {
         let keys = try #require(try APIKeys.createDevelopmentKeysIfNone(on: connection))
         try connection.execute("COMMIT")
         #expect(try APIKeys.list(on: connection).map { "\($0.name) \($0.scopes.map(\.rawValue))" }
-                == ["app-backend [\"credit\", \"read\"]", "game-server [\"debit\", \"read\"]",
+                == ["app-backend [\"credit\", \"read\"]", "game-server [\"debit\", \"grant\", \"read\"]",
                     "support-console [\"console\"]"])
         func signsIn(_ secret: String) throws -> Bool {
             if case .signedIn = try ConsoleStore.signIn(keyHash: APIKeys.hash(secret), minutes: 5, on: connection,
