@@ -29,7 +29,7 @@ struct WalletAPI: Sendable {
         // read: a caller without the scope learns so whatever it sent.
         router.add("POST", "/v1/credits", gate: admit(.credit), postCredit)
         router.add("POST", "/v1/debits", gate: admit(.debit), postDebit)
-        router.add("POST", "/v1/grants", gate: admit(.grant), sync: postGrant)
+        router.add("POST", "/v1/grants", gate: admit(.grant), postGrant)
         router.add("GET", "/v1/wallets/{user_id}", gate: admit(.read), getWallet)
         router.add("GET", "/v1/wallets/{user_id}/entries", gate: admit(.read), sync: getEntries)
         router.add("GET", "/v1/wallets/{user_id}/account-tokens", gate: admit(.credit), sync: getAccountTokens)

@@ -59,29 +59,28 @@ public struct GrantResult: Sendable {
     public var granted: Granted?
 }
 
-extension Ledger {
-    /// Applies a grant once under its key, durably.
-    public func grant(_ operation: GrantOperation, deadline: ContinuousClock.Instant) throws -> GrantResult {
-        try writeBounded(.statement, pool: pool, metrics: metrics, deadline: deadline) { connection in
-            let row = try connection.prepared("""
-                SELECT outcome, replayed, entry_id, amount, balance, held, created_at, expires_at, request_id
-                FROM wallet.grant_reward(\(operation.client), \(operation.key.rawValue), \(ByteA(operation.requestHash))::bytea,
-                                         \(operation.requestID), \(operation.userID.rawValue),
-                                         \(operation.currency.rawValue), \(operation.amount.value), \(operation.reason),
-                                         \(operation.expiresInDays)::integer, \(operation.metadata)::jsonb)
-                """)[0]
-            guard let outcome = GrantOutcome(rawValue: try row.decode(String.self, at: 0)) else {
-                throw LedgerStore.StoreError.missingColumn("outcome")
-            }
-            var result = GrantResult(outcome: outcome, replayed: try row.decode(Bool.self, at: 1), granted: nil)
-            if outcome == .granted {
-                result.granted = GrantResult.Granted(
-                    entryID: try row.decode(Int64.self, at: 2), amount: try row.decode(Int64.self, at: 3),
-                    balance: try row.decode(Int64.self, at: 4), held: try row.decodeIfPresent(Int64.self, at: 5) ?? 0,
-                    createdAt: try row.decode(Date.self, at: 6), expiresAt: try row.decodeIfPresent(Date.self, at: 7),
-                    requestID: try row.decodeIfPresent(String.self, at: 8))
-            }
-            return result
+extension LedgerStore {
+    /// Applies a grant once under its key, on `connection` (a group-commit
+    /// writer's, inside its batch's transaction when the batch has more).
+    static func grant(_ operation: GrantOperation, on connection: Connection) throws -> GrantResult {
+        let row = try connection.prepared("""
+            SELECT outcome, replayed, entry_id, amount, balance, held, created_at, expires_at, request_id
+            FROM wallet.grant_reward(\(operation.client), \(operation.key.rawValue), \(ByteA(operation.requestHash))::bytea,
+                                     \(operation.requestID), \(operation.userID.rawValue),
+                                     \(operation.currency.rawValue), \(operation.amount.value), \(operation.reason),
+                                     \(operation.expiresInDays)::integer, \(operation.metadata)::jsonb)
+            """)[0]
+        guard let outcome = GrantOutcome(rawValue: try row.decode(String.self, at: 0)) else {
+            throw StoreError.missingColumn("outcome")
         }
+        var result = GrantResult(outcome: outcome, replayed: try row.decode(Bool.self, at: 1), granted: nil)
+        if outcome == .granted {
+            result.granted = GrantResult.Granted(
+                entryID: try row.decode(Int64.self, at: 2), amount: try row.decode(Int64.self, at: 3),
+                balance: try row.decode(Int64.self, at: 4), held: try row.decodeIfPresent(Int64.self, at: 5) ?? 0,
+                createdAt: try row.decode(Date.self, at: 6), expiresAt: try row.decodeIfPresent(Date.self, at: 7),
+                requestID: try row.decodeIfPresent(String.self, at: 8))
+        }
+        return result
     }
 }

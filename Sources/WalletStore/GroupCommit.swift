@@ -4,7 +4,7 @@ import Postgres
 import Locking
 import WalletCore
 
-/// Group commit: credits, debits and hold operations are queued to a small
+/// Group commit: credits, debits, grants and hold operations are queued to a small
 /// fixed set of database writers and applied in batches, one transaction
 /// per batch.
 ///
@@ -26,6 +26,7 @@ public final class GroupCommit: Sendable {
         /// A hold operation, routed by the user whose wallet it touches
         /// (for an unknown hold, any stable text).
         case hold(LedgerStore.HoldRequest, route: String)
+        case grant(GrantOperation)
 
         /// What picks the writer: the wallet's user.
         var route: String {
@@ -33,6 +34,7 @@ public final class GroupCommit: Sendable {
             case .credit(let credit): credit.userID.rawValue
             case .debit(let debit): debit.userID.rawValue
             case .hold(_, let route): route
+            case .grant(let grant): grant.userID.rawValue
             }
         }
     }
@@ -41,6 +43,7 @@ public final class GroupCommit: Sendable {
         case credit(LedgerStore.CreditResult)
         case debit(LedgerStore.DebitResult)
         case hold(LedgerStore.HoldResult)
+        case grant(GrantResult)
     }
 
     public typealias Completion = @Sendable (Result<Outcome, any Error>) -> Void
@@ -252,16 +255,19 @@ public final class GroupCommit: Sendable {
     /// One transaction: all credits of the batch, then all debits, so a
     /// wallet topped up and spent in the same batch sees the coins, then
     /// the hold operations in one call (which locks their wallets in key
-    /// order, as every call does).
+    /// order, as every call does), then the grants, a call each (they are
+    /// rare, and each takes its key's lock before its wallet's).
     private func applyInOneTransaction(_ items: [Item], attemptsMax: Int?) throws -> [Outcome] {
         var credits: [(position: Int, operation: LedgerStore.CreditOperation)] = []
         var debits: [(position: Int, operation: LedgerStore.DebitOperation)] = []
         var holds: [(position: Int, request: LedgerStore.HoldRequest)] = []
+        var grants: [(position: Int, operation: GrantOperation)] = []
         for (position, item) in items.enumerated() {
             switch item.operation {
             case .credit(let credit): credits.append((position, credit))
             case .debit(let debit): debits.append((position, debit))
             case .hold(let request, _): holds.append((position, request))
+            case .grant(let grant): grants.append((position, grant))
             }
         }
         // Bounded by every item's deadline: no caller waits past its own.
@@ -269,21 +275,24 @@ public final class GroupCommit: Sendable {
         let apply = { (connection: Connection) in
             (credits.isEmpty ? [] : try LedgerStore.credit(credits.map(\.operation), on: connection),
              debits.isEmpty ? [] : try LedgerStore.debit(debits.map(\.operation), on: connection),
-             holds.isEmpty ? [] : try LedgerStore.holds(holds.map(\.request), on: connection))
+             holds.isEmpty ? [] : try LedgerStore.holds(holds.map(\.request), on: connection),
+             try grants.map { try LedgerStore.grant($0.operation, on: connection) })
         }
         // One function call is a transaction by itself; BEGIN and COMMIT are
         // sent only when a batch makes more than one call.
-        let calls = (credits.isEmpty ? 0 : 1) + (debits.isEmpty ? 0 : 1) + (holds.isEmpty ? 0 : 1)
-        let (creditResults, debitResults, holdResults) = calls == 1
+        let calls = (credits.isEmpty ? 0 : 1) + (debits.isEmpty ? 0 : 1) + (holds.isEmpty ? 0 : 1) + grants.count
+        let (creditResults, debitResults, holdResults, grantResults) = calls == 1
             ? try pool.withSingleStatement(deadline: deadline, attemptsMax: attemptsMax, apply)
             : try pool.withTransaction(deadline: deadline, attemptsMax: attemptsMax, apply)
         if !credits.isEmpty { metrics.observeBatch(operation: .credit, size: credits.count) }
         if !debits.isEmpty { metrics.observeBatch(operation: .debit, size: debits.count) }
         if !holds.isEmpty { metrics.observeBatch(operation: .hold, size: holds.count) }
+        if !grants.isEmpty { metrics.observeBatch(operation: .grant, size: grants.count) }
         var outcomes = [Outcome?](repeating: nil, count: items.count)
         for (entry, result) in zip(credits, creditResults) { outcomes[entry.position] = .credit(result) }
         for (entry, result) in zip(debits, debitResults) { outcomes[entry.position] = .debit(result) }
         for (entry, result) in zip(holds, holdResults) { outcomes[entry.position] = .hold(result) }
+        for (entry, result) in zip(grants, grantResults) { outcomes[entry.position] = .grant(result) }
         return outcomes.map { $0! }
     }
 }

@@ -96,7 +96,7 @@ public protocol StoreMetrics: Sendable {
 /// The kinds of operation a group-commit batch applies, each with its own
 /// SQL function: the `operation` label of `wallet_batch_operations`.
 public enum BatchOperation: String, Sendable, CaseIterable {
-    case credit, debit, hold
+    case credit, debit, hold, grant
 }
 
 extension StoreMetrics {

@@ -113,16 +113,23 @@ struct GrantTests {
         #expect(try service.violations() == [])
     }
 
-    /// 32 threads send the same grant, and 32 more each their own key for
-    /// one wallet: one entry for the shared key, one per other key, and
-    /// every answer for the shared key names the same entry.
+    /// 32 threads send the same grant, 32 more each their own key for one
+    /// wallet, and 16 more debit it meanwhile, so the writer's batches mix
+    /// grants and debits: one entry for the shared key, one per other key
+    /// and debit, and every answer for the shared key names the same entry.
     @Test func concurrentGrantsApplyEachKeyOnce() throws {
         let service = try TestService()
         defer { service.stop() }
+        #expect(try service.credit(userID: "dan", flowNo: "dan-1", productID: "guodong1200").status == 201)
         let entries = Mutex<Set<String>>([])
         let failures = Mutex<[String]>([])
-        DispatchQueue.concurrentPerform(iterations: 64) { index in
+        DispatchQueue.concurrentPerform(iterations: 80) { index in
             do {
+                if index >= 64 {
+                    let debit = try service.debit(userID: "dan", amount: 5, idempotencyKey: "spend-\(index)")
+                    if debit.status != 201 { failures.withLock { $0.append("debit \(debit.status) \(debit.text)") } }
+                    return
+                }
                 let shared = index % 2 == 0
                 let response = try service.grant(userID: "dan", amount: 10,
                                                  idempotencyKey: shared ? "shared" : "own-\(index)")
@@ -145,8 +152,8 @@ struct GrantTests {
         }
         #expect(failures.withLock { $0 } == [])
         #expect(entries.withLock { $0.count } == 1)
-        #expect(try service.count("SELECT count(*) FROM wallet.entries WHERE user_id = 'dan'") == 33)
-        #expect(try service.balance(of: "dan") == 330)
+        #expect(try service.count("SELECT count(*) FROM wallet.entries WHERE user_id = 'dan'") == 1 + 33 + 16)
+        #expect(try service.balance(of: "dan") == 1_200 + 330 - 16 * 5)
         #expect(try service.violations() == [])
     }
 }
