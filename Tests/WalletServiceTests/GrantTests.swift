@@ -26,8 +26,7 @@ struct GrantTests {
         #expect(body["balance"]?["balance"] == 250)
         #expect(body["balance"]?["available"] == 250)
         guard case .string(let expiresAt)? = body["grant"]?["expires_at"],
-              let when = try? Date(expiresAt, strategy: .iso8601.year().month().day().time(includingFractionalSeconds: true)
-                .timeZone(separator: .omitted)) else {
+              let when = Date(rfc3339Text: expiresAt) else {
             Issue.record("no expires_at in \(first.text)")
             return
         }

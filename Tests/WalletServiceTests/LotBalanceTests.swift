@@ -43,8 +43,7 @@ struct LotBalanceTests {
         let read = try service.request("GET", "/v1/wallets/kim", key: service.gameServerKey)
         guard case .array(let balances)? = try read.json()["balances"], let coin = balances.first,
               case .string(let at)? = coin["next_expiry"]?["at"],
-              let when = try? Date(at, strategy: .iso8601.year().month().day().time(includingFractionalSeconds: true)
-                .timeZone(separator: .omitted)) else {
+              let when = Date(rfc3339Text: at) else {
             Issue.record("no next_expiry.at in \(read.text)")
             return
         }
