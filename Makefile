@@ -4,7 +4,7 @@ SWIFT ?= swift
 SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 
 # Debian packages the build, the tests and the embedded database use.
-APT_PACKAGES := pkg-config libpq-dev libmicrohttpd-dev libssl-dev \
+APT_PACKAGES := pkg-config libpq-dev libmicrohttpd-dev libssl-dev openssl \
 	postgresql-15 postgresql-client-15 python3-yaml python3-venv
 # The benchmark's load generator.
 BENCH_APT_PACKAGES := wrk
@@ -42,7 +42,9 @@ build: deps
 
 # Every suite (a throwaway PostgreSQL is started by the tests; the chaos
 # test runs in its bounded form), then the API fuzzer against the built
-# service, then the support console in headless Chromium, then one switchover of the high-availability layout under load
+# service, then the support console in headless Chromium (directly, then
+# through the TLS proxy of deploy/tls), then one switchover of the
+# high-availability layout under load
 # (the failover drill's bounded form), then the compose files' rules, the
 # alert rules (promtool; the dashboard's metrics are checked by a suite
 # against the served /metrics) and the target graph's levels.
@@ -55,6 +57,7 @@ test: deps
 	$(SWIFT) test --skip-build --no-parallel
 	Scripts/api-fuzz.sh .build/debug/wallet
 	/usr/bin/python3 Tests/Browser/console_test.py --wallet .build/debug/wallet
+	/usr/bin/python3 Tests/Browser/console_tls_test.py --wallet .build/debug/wallet
 	deploy/ha/drill.py --wallet .build/debug/wallet --switchover --rounds 1 --clients 4 --pace-ms 100
 	/usr/bin/python3 Scripts/check-compose.py docker-compose.yml
 	/usr/bin/python3 Scripts/check-compose.py --ha deploy/ha/docker-compose.yml

@@ -7,9 +7,11 @@ Run: /usr/bin/python3 Scripts/check-compose.py [docker-compose.yml]
 The root file must be valid YAML with the postgres and wallet services, and
 the wallet's environment must pass the start-up rules `wallet serve` applies
 to App Store settings, so a user who only fills in the placeholders gets a
-service that starts and applies Production refunds. Every service instance
-serves its metrics and probes on WALLET_OPS_LISTEN and publishes its API
-port alone.
+service that starts and applies Production refunds. Clients come in over
+HTTPS: the tls service (built from deploy/tls) publishes its HTTPS and
+redirect ports alone, at a fixed address, and reaches every instance; every
+instance serves its metrics and probes on WALLET_OPS_LISTEN, publishes no
+port, and trusts the proxy's address in WALLET_TRUSTED_PROXIES.
 
 With --ha, the high-availability file must be valid YAML with the services
 etcd, haproxy and pgbouncer, at least two Patroni nodes (services whose
@@ -27,6 +29,8 @@ from urllib.parse import urlsplit
 
 import yaml
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 
 def fail(path, message):
     sys.exit(f"{path}: {message}")
@@ -43,30 +47,82 @@ def check_app_store(path, name, environment):
             fail(path, f"{name}: Production needs WALLET_APPLE_APP_APPLE_ID, or every Production refund is refused")
 
 
-def check_published_api_only(path, name, service):
-    """Metrics and probes on the operations port, which is not published:
-    the API port alone is reachable from outside."""
+def ipv4(text):
+    parts = str(text).split(".")
+    if len(parts) != 4 or not all(p.isdigit() and int(p) < 256 for p in parts):
+        return None
+    return sum(int(p) << (8 * (3 - i)) for i, p in enumerate(parts))
+
+
+def trusts(proxies, address):
+    """Whether the CIDR list WALLET_TRUSTED_PROXIES covers address."""
+    for item in str(proxies).split(","):
+        base, _, bits = item.strip().partition("/")
+        bits = int(bits) if bits.isdigit() else 32
+        mask = (0xFFFFFFFF << (32 - bits)) & 0xFFFFFFFF if bits else 0
+        if ipv4(base) is not None and ipv4(address) is not None and ipv4(base) & mask == ipv4(address) & mask:
+            return True
+    return False
+
+
+def published_targets(service):
+    return [str(m.get("target") if isinstance(m, dict) else str(m).rpartition(":")[2]).split("/")[0]
+            for m in service.get("ports", [])]
+
+
+def check_instance_behind_tls(path, name, service, tls_address):
+    """Metrics and probes on the operations port; no port published (the
+    TLS proxy is the way in), and the proxy's address trusted."""
     environment = service.get("environment", {})
-    ops = str(environment.get("WALLET_OPS_LISTEN", ""))
-    if not ops:
-        fail(path, f"{name}: set WALLET_OPS_LISTEN, so /metrics is not on the published API port")
-    api_port = str(environment.get("WALLET_LISTEN", "127.0.0.1:8080")).rpartition(":")[2]
-    ops_port = ops.rpartition(":")[2]
-    for mapping in service.get("ports", []):
-        target = str(mapping.get("target") if isinstance(mapping, dict) else str(mapping).rpartition(":")[2])
-        if target.split("/")[0] != api_port:
-            fail(path, f"{name}: publishes port {target}; only the API port {api_port} may be (operations: {ops_port})")
+    if not environment.get("WALLET_OPS_LISTEN"):
+        fail(path, f"{name}: set WALLET_OPS_LISTEN, so /metrics is not on the API port")
+    published = published_targets(service)
+    if published:
+        fail(path, f"{name}: publishes {published}; clients must come through the TLS proxy")
+    if not trusts(environment.get("WALLET_TRUSTED_PROXIES", ""), tls_address):
+        fail(path, f"{name}: WALLET_TRUSTED_PROXIES must cover the TLS proxy's address {tls_address}")
+
+
+def check_tls(path, services, instances):
+    """The TLS proxy of deploy/tls: built from there, at a fixed address,
+    publishing its HTTPS and redirect ports alone, and sending to the
+    instances (by a service name or a shared network alias). Returns its
+    address."""
+    tls = services.get("tls")
+    if tls is None:
+        fail(path, "missing the tls service (HTTPS in front of the service)")
+    build = tls.get("build")
+    context = build if isinstance(build, str) else (build or {}).get("context", "")
+    base = os.path.dirname(os.path.abspath(path))
+    if os.path.realpath(os.path.join(base, str(context))) != os.path.realpath(os.path.join(ROOT, "deploy", "tls")):
+        fail(path, f"tls: must build from deploy/tls, not {context!r}")
+    address = ((tls.get("networks") or {}).get("default") or {}).get("ipv4_address")
+    if ipv4(address) is None:
+        fail(path, "tls: needs a fixed networks.default.ipv4_address, for WALLET_TRUSTED_PROXIES")
+    if sorted(published_targets(tls)) != ["8080", "8443"]:
+        fail(path, f"tls: must publish its HTTPS port 8443 and redirect port 8080, publishes {published_targets(tls)}")
+    upstream = str((tls.get("environment") or {}).get("WALLET_UPSTREAM", ""))
+    host, _, port = upstream.rpartition(":")
+    reached = [n for n in instances
+               if n == host or host in (((services[n].get("networks") or {}).get("default") or {}).get("aliases") or [])]
+    if sorted(reached) != sorted(instances):
+        fail(path, f"tls: WALLET_UPSTREAM {upstream!r} must reach every instance {instances}, reaches {reached}")
+    for name in instances:
+        api_port = str((services[name].get("environment") or {}).get("WALLET_LISTEN", "")).rpartition(":")[2]
+        if port != api_port:
+            fail(path, f"tls: WALLET_UPSTREAM port {port} is not {name}'s API port {api_port}")
+    return address
 
 
 def check_root(path, compose):
     services = compose.get("services", {})
-    missing = {"postgres", "wallet"} - set(services)
+    missing = {"postgres", "wallet", "tls"} - set(services)
     if missing:
         fail(path, f"missing services {sorted(missing)}")
     environment = services["wallet"].get("environment", {})
     check_app_store(path, "wallet", environment)
-    check_published_api_only(path, "wallet", services["wallet"])
-    print(f"{path}: valid YAML with services {sorted(services)}; App Store settings complete")
+    check_instance_behind_tls(path, "wallet", services["wallet"], check_tls(path, services, ["wallet"]))
+    print(f"{path}: valid YAML with services {sorted(services)}; App Store settings complete; HTTPS through tls")
 
 
 def command_words(service):
@@ -145,6 +201,7 @@ def check_ha(path, compose):
     instances = [name for name in services if name.startswith("wallet")]
     if len(instances) < 2:
         fail(path, f"needs at least two wallet instances, has {instances}")
+    tls_address = check_tls(path, services, instances)
     for name in instances:
         environment = services[name].get("environment") or {}
         for variable in ("WALLET_DATABASE_URL", "WALLET_DATABASE_SESSION_URL", "WALLET_DATABASE_PREPARED_STATEMENTS"):
@@ -156,7 +213,7 @@ def check_ha(path, compose):
         if environment["WALLET_DATABASE_PREPARED_STATEMENTS"] != "false":
             fail(path, f'{name}: WALLET_DATABASE_PREPARED_STATEMENTS must be "false" (PgBouncer pools transactions)')
         check_app_store(path, name, environment)
-        check_published_api_only(path, name, services[name])
+        check_instance_behind_tls(path, name, services[name], tls_address)
 
     print(f"{path}: valid YAML with services {sorted(services)}; Patroni nodes {nodes} synchronous with "
           f"primary_start_timeout 0; instances {instances} through pgbouncer; mounted files present")

@@ -383,10 +383,11 @@ class WalletServer:
 
 # --- The browser ----------------------------------------------------------------
 
-def new_browser():
+def new_browser(extra_arguments=()):
     options = webdriver.ChromeOptions()
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                     f"--window-size={WIDTH},{HEIGHT}", "--disable-extensions", "--no-first-run"):
+                     f"--window-size={WIDTH},{HEIGHT}", "--disable-extensions", "--no-first-run",
+                     *extra_arguments):
         options.add_argument(argument)
     if os.path.exists("/usr/bin/chromium"):
         options.binary_location = "/usr/bin/chromium"
