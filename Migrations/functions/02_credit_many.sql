@@ -1,6 +1,7 @@
 -- wallet.credit_many, re-applied by the migrator whenever this file
 -- changes (first defined in 0002_credits_and_debits.sql; typed in 0007; one
--- composite per operation, posted through wallet.post_entries, since 0017).
+-- composite per operation, posted through wallet.post_entries, since 0017;
+-- a product's other lines since 0032).
 --
 -- Lock order, everywhere: flowNO locks (wallet.lock_flow_nos, in key order)
 -- first, then Google Play purchase-token locks (wallet.lock_purchase_tokens,
@@ -23,7 +24,10 @@
 -- same transaction: once credited, the purchase is consumed. A credit of a
 -- product with a bonus (wallet.product_bonuses) posts the bonus beside it:
 -- a `bonus` entry under the same flowNO, right after the credit's, making
--- a free lot that expires as the bonus says.
+-- a free lot that expires as the bonus says. A product with other lines
+-- (wallet.product_lines) posts each after that: a `credit` entry in the
+-- line's currency under the same flowNO, a paid lot, recorded in
+-- wallet.credit_lines.
 --
 -- The batch's flowNOs are locked first (wallet.lock_flow_nos), then its
 -- Google Play purchase tokens (wallet.lock_purchase_tokens), before
@@ -64,7 +68,10 @@ DECLARE
     op_posting INTEGER[] := array_fill(NULL::INTEGER, ARRAY[v_count]);
     -- By first operation of a flowNO: the credit the batch made for it.
     g_credited INTEGER[] := array_fill(NULL::INTEGER, ARRAY[v_count]);
-    v_earlier  INTEGER;
+    -- An operation's bonus and other lines, and where their wallets' keys
+    -- start (wallet.credit_wallet_keys).
+    v_extra    wallet.posting[];
+    v_extra_at INTEGER := v_count;
     o          wallet.credit_operation;
     s          wallet.credit_state;
     v_wallet   wallet.batch_wallet;
@@ -76,43 +83,41 @@ BEGIN
     PERFORM wallet.lock_flow_nos(ARRAY(SELECT q.flow_no FROM unnest(p_operations) q));
     PERFORM wallet.lock_purchase_tokens(ARRAY(SELECT q.purchase_token FROM unnest(p_operations) q));
     v_states := wallet.credit_states(p_operations);
-    -- Each operation's wallet, then each one's bonus wallet (op_wallet[v_count + i]).
+    -- Each operation's wallet, then the wallets of each one's extra postings.
     SELECT l.wallets, l.op_wallet INTO v_wallets, op_wallet
-    FROM wallet.lock_batch_wallets(wallet.credit_wallet_keys(v_states), TRUE) l;
+    FROM wallet.lock_batch_wallets(wallet.credit_wallet_keys(p_operations, v_states), TRUE) l;
 
     -- In order: what one operation at a time would do.
     FOR i IN 1 .. v_count LOOP
         o := p_operations[i];
         s := v_states[i];
         v_wallet := v_wallets[op_wallet[i]];
-        v_earlier := g_credited[s.first];
+        v_extra := wallet.extra_postings(o, s);
         -- The credit this flowNO already has: committed, or made earlier in the batch.
         v_credit := CASE WHEN (s.credit).flow_no IS NOT NULL THEN s.credit
-                         ELSE v_credits[v_earlier] END;
+                         ELSE v_credits[g_credited[s.first]] END;
         IF s.refusal IS NOT NULL THEN
             v_results[i] := wallet.credit_refused(s.refusal, (s.product).amount * o.quantity);
         ELSIF v_credit.flow_no IS NOT NULL THEN
             v_results[i] := CASE WHEN wallet.same_credit(v_credit, o) THEN wallet.credit_answer('replayed', v_credit, v_wallet)
                                  ELSE wallet.credit_refused('flow_no_conflict') END;
             -- A replay of a credit made in this batch names its entry too.
-            op_posting[i] := CASE WHEN (v_results[i]).outcome = 'replayed' THEN v_credit_posting[v_earlier] END;
+            op_posting[i] := CASE WHEN (v_results[i]).outcome = 'replayed' THEN v_credit_posting[g_credited[s.first]] END;
         ELSE
             v_credit := wallet.new_credit(o, s.product);
             v_credits[cardinality(v_credits) + 1] := v_credit;
-            v_postings[cardinality(v_postings) + 1] := wallet.credit_posting(v_credit);
-            v_wallet.balance := v_wallet.balance + v_credit.amount;
-            v_wallets[op_wallet[i]] := v_wallet;
-            op_posting[i] := cardinality(v_postings);
-            v_credit_posting[cardinality(v_credits)] := cardinality(v_postings);
+            op_posting[i] := cardinality(v_postings) + 1;
+            v_credit_posting[cardinality(v_credits)] := op_posting[i];
             g_credited[s.first] := cardinality(v_credits);
-            IF (s.bonus).product_id IS NOT NULL THEN
-                v_postings[cardinality(v_postings) + 1] := wallet.bonus_posting(o, s.bonus);
-                v_wallets := wallet.batch_wallets_plus(v_wallets, op_wallet[v_count + i],
-                                                       (v_postings[cardinality(v_postings)]).amount);
-            END IF;
+            -- The credit's posting, then its extras', each in its wallet.
+            v_postings := v_postings || wallet.credit_posting(v_credit) || v_extra;
+            v_wallets := wallet.batch_wallets_plus(
+                v_wallets, op_wallet[i] || op_wallet[v_extra_at + 1 : v_extra_at + cardinality(v_extra)],
+                wallet.credit_posting(v_credit) || v_extra);
             -- The answer's balance counts a bonus in the credit's own currency.
             v_results[i] := wallet.credit_answer('credited', v_credit, v_wallets[op_wallet[i]]);
         END IF;
+        v_extra_at := v_extra_at + cardinality(v_extra);
     END LOOP;
 
     RETURN QUERY SELECT * FROM unnest(wallet.post_credits(v_results, op_posting, v_postings, v_credits, v_credit_posting));
@@ -120,29 +125,61 @@ END;
 $$;
 
 -- The wallets a batch of credits locks (wallet.lock_batch_wallets): each
--- operation's, in order, then each one's bonus wallet, for an operation
--- that may credit a product with a bonus (NULL otherwise).
-CREATE OR REPLACE FUNCTION wallet.credit_wallet_keys(p_states wallet.credit_state[])
+-- operation's, in order, then those of each operation's extra postings
+-- (wallet.extra_postings), operation by operation.
+CREATE OR REPLACE FUNCTION wallet.credit_wallet_keys(p_operations wallet.credit_operation[],
+                                                     p_states wallet.credit_state[])
 RETURNS wallet.wallet_key[]
-LANGUAGE plpgsql IMMUTABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN ARRAY(SELECT x.wallet FROM unnest(p_states) WITH ORDINALITY x ORDER BY x.ordinality)
-        || ARRAY(SELECT CASE WHEN (x.bonus).product_id IS NOT NULL AND (x.credit).flow_no IS NULL AND x.wallet IS NOT NULL
-                             THEN ROW((x.wallet).user_id, (x.bonus).currency)::wallet.wallet_key END
-                 FROM unnest(p_states) WITH ORDINALITY x ORDER BY x.ordinality);
+        || ARRAY(SELECT ROW(e.user_id, e.currency)::wallet.wallet_key
+                 FROM generate_subscripts(p_states, 1) i
+                 CROSS JOIN LATERAL unnest(wallet.extra_postings(p_operations[i], p_states[i])) WITH ORDINALITY e
+                 ORDER BY i, e.ordinality);
 END;
 $$;
 
--- The batch's wallets with `p_amount` added to the balance of the
--- `p_number`-th, as the batch goes.
-CREATE OR REPLACE FUNCTION wallet.batch_wallets_plus(p_wallets wallet.batch_wallet[], p_number INTEGER, p_amount BIGINT)
+-- What a credit of an operation posts beside the credit's own entry: the
+-- product's bonus, then its other lines in currency order. None for an
+-- operation that credits nothing new: refused, or its flowNO credited
+-- before the batch. (An operation whose flowNO an earlier one of the batch
+-- credits gets them too, and posts none of them: their wallets are only
+-- locked.)
+CREATE OR REPLACE FUNCTION wallet.extra_postings(p_operation wallet.credit_operation, p_state wallet.credit_state)
+RETURNS wallet.posting[]
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF (p_state.credit).flow_no IS NOT NULL OR p_state.wallet IS NULL THEN
+        RETURN '{}';
+    END IF;
+    RETURN CASE WHEN (p_state.bonus).product_id IS NOT NULL THEN ARRAY[wallet.bonus_posting(p_operation, p_state.bonus)]
+                ELSE '{}'::wallet.posting[] END
+        || ARRAY(SELECT wallet.new_posting(
+                     p_kind => 'credit', p_user_id => p_operation.user_id, p_currency => l.currency,
+                     p_amount => l.amount * p_operation.quantity, p_reference => p_operation.flow_no,
+                     p_client => p_operation.client,
+                     p_data => jsonb_build_object('product_id', p_operation.product_id,
+                                                  'quantity', p_operation.quantity, 'line', TRUE))
+                 FROM unnest(p_state.lines) l ORDER BY l.currency);
+END;
+$$;
+
+-- The batch's wallets with each posting's amount added to the balance of
+-- the wallet numbered beside it (`p_numbers[i]` for `p_postings[i]`), as
+-- the batch goes.
+CREATE OR REPLACE FUNCTION wallet.batch_wallets_plus(p_wallets wallet.batch_wallet[], p_numbers INTEGER[],
+                                                     p_postings wallet.posting[])
 RETURNS wallet.batch_wallet[]
 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
-    v_wallet wallet.batch_wallet := p_wallets[p_number];
+    v_wallet wallet.batch_wallet;
 BEGIN
-    v_wallet.balance := v_wallet.balance + p_amount;
-    p_wallets[p_number] := v_wallet;
+    FOR i IN 1 .. cardinality(p_postings) LOOP
+        v_wallet := p_wallets[p_numbers[i]];
+        v_wallet.balance := v_wallet.balance + (p_postings[i]).amount;
+        p_wallets[p_numbers[i]] := v_wallet;
+    END LOOP;
     RETURN p_wallets;
 END;
 $$;
@@ -161,7 +198,7 @@ $$;
 -- One operation's state (wallet.credit_state), field by field.
 CREATE OR REPLACE FUNCTION wallet.credit_state_of(
     p_credit wallet.credits, p_product wallet.products, p_refusal TEXT, p_wallet wallet.wallet_key, p_first INTEGER,
-    p_bonus wallet.product_bonuses)
+    p_bonus wallet.product_bonuses, p_lines wallet.product_lines[])
 RETURNS wallet.credit_state
 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
@@ -173,6 +210,7 @@ BEGIN
     v_state.wallet := p_wallet;
     v_state.first := p_first;
     v_state.bonus := p_bonus;
+    v_state.lines := p_lines;
     RETURN v_state;
 END;
 $$;
@@ -198,9 +236,11 @@ BEGIN
                                       ROW(u.user_id, (u.credit).currency)::wallet.wallet_key END
                               WHEN u.refusal IS NULL THEN ROW(u.user_id, (u.product).currency)::wallet.wallet_key
                          END,
-                         u.first, u.bonus) ORDER BY u.ord)
+                         u.first, u.bonus, u.lines) ORDER BY u.ord)
     INTO v_states
     FROM (SELECT q.ordinality AS ord, q.user_id, c AS credit, p AS product, b AS bonus,
+                 ARRAY(SELECT pl FROM wallet.product_lines pl WHERE pl.product_id = p.product_id
+                       ORDER BY pl.currency) AS lines,
                  min(q.ordinality) OVER (PARTITION BY q.flow_no)::INTEGER AS first,
                  CASE WHEN c.flow_no IS NOT NULL THEN NULL
                       WHEN t.flow_no IS NOT NULL THEN 'flow_no_conflict'
@@ -317,8 +357,9 @@ BEGIN
 END;
 $$;
 
--- Posts a batch's credits (and their bonuses), writes the credits, and
--- returns the answers naming their entries (wallet.credit_results_posted).
+-- Posts a batch's credits (and their bonuses and other lines), writes the
+-- credits and their lines, and returns the answers naming their entries
+-- (wallet.credit_results_posted).
 CREATE OR REPLACE FUNCTION wallet.post_credits(
     p_results wallet.credit_result[], p_op_posting INTEGER[], p_postings wallet.posting[], p_credits wallet.credits[],
     p_credit_posting INTEGER[])
@@ -332,6 +373,11 @@ BEGIN
     END IF;
     v_entries := wallet.post_entries(p_postings);
     PERFORM wallet.insert_credits(p_credits, ARRAY(SELECT v_entries[c] FROM unnest(p_credit_posting) c));
+    -- The other `credit` entries are the credits' other lines.
+    INSERT INTO wallet.credit_lines (flow_no, currency, amount, entry_id)
+    SELECT e.reference, e.currency, e.amount, e.id
+    FROM unnest(v_entries) WITH ORDINALITY e
+    WHERE e.kind = 'credit' AND e.ordinality <> ALL (p_credit_posting);
     RETURN wallet.credit_results_posted(p_results, p_op_posting, v_entries);
 END;
 $$;

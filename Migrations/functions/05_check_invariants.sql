@@ -1,6 +1,23 @@
 -- wallet.check_invariants, re-applied by the migrator whenever this file
 -- changes (first defined in 0003_admin_and_invariants.sql). `wallet check`,
--- Scripts/admin/check.sql and the tests read it.
+-- Scripts/admin/check.sql and the tests read it; with
+-- wallet.unreversed_refunds, which it shares with the refunds.
+
+-- A credit's refund entries in one currency that no reversal has undone
+-- yet: those since its last `refund_reversal` in that currency, counting
+-- only entries before `p_before` when given. The refunds, their reversals
+-- (Migrations/functions/09_refund_credit.sql) and the checks below read it;
+-- it is here because a SQL function's body is checked when it is made.
+CREATE OR REPLACE FUNCTION wallet.unreversed_refunds(p_flow_no TEXT, p_currency TEXT, p_before BIGINT DEFAULT NULL)
+RETURNS SETOF wallet.entries
+LANGUAGE sql STABLE AS $$
+    SELECT r.* FROM wallet.entries r
+    WHERE r.reference = p_flow_no AND r.kind = 'refund' AND r.currency = p_currency
+      AND r.id < coalesce(p_before, 9223372036854775807)
+      AND r.id > coalesce((SELECT max(x.id) FROM wallet.entries x
+                           WHERE x.reference = p_flow_no AND x.kind = 'refund_reversal' AND x.currency = p_currency
+                             AND x.id < coalesce(p_before, 9223372036854775807)), 0)
+$$;
 
 -- Every broken rule of the books, one row each; none when they balance.
 CREATE OR REPLACE FUNCTION wallet.check_invariants()
@@ -39,27 +56,48 @@ LANGUAGE sql STABLE AS $$
     SELECT 'credit_entry_has_credit', e.reference, format('credit entry %s has no credit row', e.id)
     FROM wallet.entries e
     LEFT JOIN wallet.credits cr ON cr.entry_id = e.id
-    WHERE e.kind = 'credit' AND cr.flow_no IS NULL
+    LEFT JOIN wallet.credit_lines cl ON cl.entry_id = e.id
+    WHERE e.kind = 'credit' AND cr.flow_no IS NULL AND cl.flow_no IS NULL
     UNION ALL
-    -- A credit's refund entries start with a refund, and each reversal
-    -- follows a refund (Google's partial refunds come one after another;
-    -- a reversal undoes Apple's one refund), and the status says which came
-    -- last.
+    -- Each of a credit's other lines has its one credit entry, in the
+    -- line's currency, to the credit's player, for the line's amount; its
+    -- refunded_amount is what its refunds since the last reversal took;
+    -- and it was refunded last exactly when something of it is refunded.
+    SELECT 'credit_line_matches_ledger', cl.flow_no,
+           format('line %s: entry %s, refunded_amount %s, refund entries %s, shortfalls %s, last %s', cl.currency,
+                  cl.entry_id, cl.refunded_amount, -r.took, r.shortfall, coalesce(t.kind, 'none'))
+    FROM wallet.credit_lines cl
+    JOIN wallet.credits cr ON cr.flow_no = cl.flow_no
+    LEFT JOIN wallet.entries e ON e.id = cl.entry_id
+    CROSS JOIN LATERAL (SELECT coalesce(sum(u.amount), 0) AS took, coalesce(sum(f.amount), 0) AS shortfall
+                        FROM wallet.unreversed_refunds(cl.flow_no, cl.currency) u
+                        LEFT JOIN wallet.refund_shortfalls f ON f.entry_id = u.id) r
+    LEFT JOIN LATERAL (SELECT x.kind FROM wallet.entries x
+                       WHERE x.reference = cl.flow_no AND x.currency = cl.currency
+                         AND x.kind IN ('refund', 'refund_reversal')
+                       ORDER BY x.id DESC LIMIT 1) t ON TRUE
+    WHERE e.id IS NULL OR e.kind <> 'credit' OR e.reference <> cl.flow_no OR e.currency <> cl.currency
+       OR e.user_id <> cr.user_id OR e.amount <> cl.amount OR e.currency = cr.currency
+       OR cl.refunded_amount <> -r.took + r.shortfall
+       OR (cl.refunded_amount > 0) <> (t.kind IS NOT DISTINCT FROM 'refund')
+    UNION ALL
+    -- A credit's refund entries in each currency start with a refund, and
+    -- each reversal follows a refund (Google's partial refunds come one
+    -- after another; a reversal undoes Apple's one refund), and the status
+    -- says which came last.
     SELECT 'refunds_alternate', r.reference, format('entry %s (%s) is out of turn', r.id, r.kind)
     FROM (SELECT e.id, e.kind, e.reference,
-                 lag(e.kind) OVER (PARTITION BY e.reference ORDER BY e.id) AS previous
+                 lag(e.kind) OVER (PARTITION BY e.reference, e.currency ORDER BY e.id) AS previous
           FROM wallet.entries e WHERE e.kind IN ('refund', 'refund_reversal')) r
     WHERE (r.previous IS NULL AND r.kind <> 'refund') OR (r.previous = 'refund_reversal' AND r.kind = 'refund_reversal')
     UNION ALL
-    -- A refunded credit's refunded_amount is what its refunds since the
-    -- last reversal took, never more than the credit.
+    -- A refunded credit's refunded_amount is what its refunds (in its own
+    -- currency) since the last reversal took, never more than the credit.
     SELECT 'refunded_amount_matches_ledger', cr.flow_no,
            format('refunded_amount %s, refund entries %s, shortfalls %s', cr.refunded_amount,
                   coalesce(-sum(e.amount), 0), coalesce(sum(f.amount), 0))
     FROM wallet.credits cr
-    LEFT JOIN wallet.entries e ON e.reference = cr.flow_no AND e.kind = 'refund'
-        AND e.id > coalesce((SELECT max(x.id) FROM wallet.entries x
-                             WHERE x.reference = cr.flow_no AND x.kind = 'refund_reversal'), 0)
+    LEFT JOIN LATERAL wallet.unreversed_refunds(cr.flow_no, cr.currency) e ON TRUE
     LEFT JOIN wallet.refund_shortfalls f ON f.entry_id = e.id
     WHERE cr.status IN ('refunded', 'partially_refunded')
     GROUP BY cr.flow_no, cr.refunded_amount, cr.amount
@@ -88,14 +126,17 @@ LANGUAGE sql STABLE AS $$
     UNION ALL
     SELECT 'refund_entry_has_credit', e.reference, format('entry %s refers to no credit of that wallet', e.id)
     FROM wallet.entries e
-    LEFT JOIN wallet.credits cr ON cr.flow_no = e.reference AND cr.user_id = e.user_id AND cr.currency = e.currency
+    LEFT JOIN wallet.credits cr ON cr.flow_no = e.reference AND cr.user_id = e.user_id
+        AND (cr.currency = e.currency OR EXISTS (SELECT FROM wallet.credit_lines l
+                                                 WHERE l.flow_no = cr.flow_no AND l.currency = e.currency))
     WHERE e.kind IN ('refund', 'refund_reversal') AND cr.flow_no IS NULL
     UNION ALL
     SELECT 'credit_status_matches_ledger', cr.flow_no,
            format('status %s, last refund entry %s', cr.status, coalesce(l.kind, 'none'))
     FROM wallet.credits cr
     LEFT JOIN LATERAL (SELECT e.kind FROM wallet.entries e
-                       WHERE e.reference = cr.flow_no AND e.kind IN ('refund', 'refund_reversal')
+                       WHERE e.reference = cr.flow_no AND e.currency = cr.currency
+                         AND e.kind IN ('refund', 'refund_reversal')
                        ORDER BY e.id DESC LIMIT 1) l ON TRUE
     WHERE (cr.status IN ('refunded', 'partially_refunded')) <> (l.kind IS NOT DISTINCT FROM 'refund')
     UNION ALL

@@ -2,7 +2,8 @@
 -- migrator whenever this file changes (upsert_product first defined in
 -- 0003_admin_and_invariants.sql; the Google Play product id since 0012,
 -- which dropped the six-argument form; currencies since 0028; bonuses and
--- paid currencies since 0030, which dropped the forms without them).
+-- paid currencies since 0030, which dropped the forms without them; other
+-- lines since 0032, which dropped the form without them).
 
 -- Adds a currency, renames one (its code never changes: wallets, the
 -- ledger and products name it), or says whether it is paid: made by
@@ -73,6 +74,48 @@ BEGIN
 END;
 $$;
 
+-- Sets (a JSON object of currency to amount, `{"gem": 50}`), keeps (NULL)
+-- or removes (`{}`) a product's other lines, for wallet.upsert_product,
+-- and returns them as such an object. A line is in another currency than
+-- the product's own, one the catalog has, of 1 to 10^12 per unit.
+CREATE OR REPLACE FUNCTION wallet.set_product_lines(p_product_id TEXT, p_product_currency TEXT, p_lines JSONB)
+RETURNS JSONB
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_line RECORD;
+BEGIN
+    IF p_lines IS NOT NULL THEN
+        IF jsonb_typeof(p_lines) <> 'object' THEN
+            RAISE EXCEPTION 'lines must be a JSON object of currency to amount, such as {"gem": 50}' USING ERRCODE = 'WL003';
+        END IF;
+        FOR v_line IN SELECT l.key, l.value FROM jsonb_each(p_lines) l LOOP
+            IF v_line.key = p_product_currency THEN
+                RAISE EXCEPTION 'a line in % is the product''s own amount; give it as amount', v_line.key
+                    USING ERRCODE = 'WL003';
+            ELSIF jsonb_typeof(v_line.value) <> 'number' OR v_line.value::TEXT !~ '^[0-9]+$'
+                  OR v_line.value::TEXT::NUMERIC NOT BETWEEN 1 AND 1000000000000 THEN
+                RAISE EXCEPTION 'line % must be a whole amount between 1 and 10^12, got %', v_line.key, v_line.value
+                    USING ERRCODE = 'WL003';
+            ELSIF NOT EXISTS (SELECT FROM wallet.currencies c WHERE c.code = v_line.key) THEN
+                RAISE EXCEPTION 'unknown currency %: add it first with Scripts/admin/currency.sql', v_line.key
+                    USING ERRCODE = 'WL005';
+            END IF;
+        END LOOP;
+        DELETE FROM wallet.product_lines l WHERE l.product_id = p_product_id AND NOT p_lines ? l.currency;
+        INSERT INTO wallet.product_lines AS l (product_id, currency, amount)
+        SELECT p_product_id, e.key, e.value::TEXT::BIGINT FROM jsonb_each(p_lines) e
+        ON CONFLICT ON CONSTRAINT product_lines_pkey DO UPDATE
+            SET amount = EXCLUDED.amount, updated_at = now() WHERE l.amount <> EXCLUDED.amount;
+    END IF;
+    IF EXISTS (SELECT FROM wallet.product_lines l WHERE l.product_id = p_product_id AND l.currency = p_product_currency) THEN
+        RAISE EXCEPTION 'the product has a line in %; remove it (-v lines) before selling % as the product''s own',
+            p_product_currency, p_product_currency USING ERRCODE = 'WL003';
+    END IF;
+    RETURN (SELECT coalesce(jsonb_object_agg(l.currency, l.amount), '{}') FROM wallet.product_lines l
+            WHERE l.product_id = p_product_id);
+END;
+$$;
+
 -- Adds or changes a catalog entry. Past credits keep their stored amount.
 -- Without an operator, the audit names the database session user. A NULL
 -- `p_active` keeps a product's current flag (a new product is active), so a
@@ -85,6 +128,9 @@ $$;
 -- `p_bonus_expires_in_days` after the credit (never, when NULL). A NULL
 -- `p_bonus_amount` keeps the product's bonus as it is; 0 removes it.
 --
+-- Other lines (wallet.set_product_lines) sell more currencies with each
+-- unit: `p_lines` `{"gem": 50}`; NULL keeps them, `{}` removes them.
+--
 -- A Google Play product id names one active product at most: a purchase of
 -- it must buy one amount. A change that would leave the product active
 -- under a Google Play id (its own id, when none is named) that another
@@ -96,9 +142,10 @@ $$;
 CREATE OR REPLACE FUNCTION wallet.upsert_product(
     p_product_id TEXT, p_amount BIGINT, p_currency TEXT, p_active BOOLEAN DEFAULT TRUE,
     p_operator TEXT DEFAULT NULL, p_reason TEXT DEFAULT NULL, p_google_product_id TEXT DEFAULT NULL,
-    p_bonus_amount BIGINT DEFAULT NULL, p_bonus_currency TEXT DEFAULT NULL, p_bonus_expires_in_days INTEGER DEFAULT NULL)
+    p_bonus_amount BIGINT DEFAULT NULL, p_bonus_currency TEXT DEFAULT NULL, p_bonus_expires_in_days INTEGER DEFAULT NULL,
+    p_lines JSONB DEFAULT NULL)
 RETURNS TABLE (outcome TEXT, product_id TEXT, currency TEXT, amount BIGINT, active BOOLEAN, google_product_id TEXT,
-               bonus_amount BIGINT, bonus_currency TEXT, bonus_expires_in_days INTEGER)
+               bonus_amount BIGINT, bonus_currency TEXT, bonus_expires_in_days INTEGER, lines JSONB)
 LANGUAGE plpgsql AS $$
 DECLARE
     -- 'WLGP': wallet Google Play product id locks.
@@ -148,6 +195,7 @@ BEGIN
     INTO product_id, currency, amount, active, google_product_id;
     SELECT b.amount, b.currency, b.expires_in_days INTO bonus_amount, bonus_currency, bonus_expires_in_days
     FROM wallet.set_product_bonus(p_product_id, p_currency, p_bonus_amount, p_bonus_currency, p_bonus_expires_in_days) b;
+    lines := wallet.set_product_lines(p_product_id, p_currency, p_lines);
     outcome := CASE WHEN v_current.product_id IS NOT NULL THEN 'updated' ELSE 'created' END;
     INSERT INTO wallet.admin_audit (action, operator, reason, arguments, outcome)
     VALUES ('product', v_operator, p_reason,
@@ -155,7 +203,8 @@ BEGIN
                                'active', active, 'google_product_id', google_product_id)
             || CASE WHEN p_bonus_amount IS NULL THEN '{}'::JSONB
                     ELSE jsonb_build_object('bonus_amount', p_bonus_amount, 'bonus_currency', bonus_currency,
-                                            'bonus_expires_in_days', bonus_expires_in_days) END,
+                                            'bonus_expires_in_days', bonus_expires_in_days) END
+            || CASE WHEN p_lines IS NULL THEN '{}'::JSONB ELSE jsonb_build_object('lines', lines) END,
             outcome);
     RETURN NEXT;
 END;

@@ -407,8 +407,8 @@ BEGIN
 END;
 $$;
 
--- A refund reversal's lots: what the refunds it reverses (those since the
--- credit's last reversal) took goes back to the lots they took it from;
+-- A refund reversal's lots: what the refunds it reverses (those of its
+-- currency since the credit's last reversal of it) took goes back to the lots they took it from;
 -- what they left as debt, if the debt was repaid since, makes a new lot of
 -- the purchase.
 CREATE OR REPLACE FUNCTION wallet.refill_lots(p_entry wallet.entries)
@@ -421,11 +421,8 @@ DECLARE
 BEGIN
     FOR v_took IN
         SELECT t.lot_id, -sum(t.amount) AS amount
-        FROM wallet.entry_lots t JOIN wallet.entries r ON r.id = t.entry_id
-        WHERE r.reference = p_entry.reference AND r.kind = 'refund' AND r.id < p_entry.id
-          AND r.id > coalesce((SELECT max(x.id) FROM wallet.entries x
-                               WHERE x.reference = p_entry.reference AND x.kind = 'refund_reversal'
-                                 AND x.id < p_entry.id), 0)
+        FROM wallet.entry_lots t
+        JOIN wallet.unreversed_refunds(p_entry.reference, p_entry.currency, p_entry.id) r ON r.id = t.entry_id
         GROUP BY t.lot_id
         ORDER BY t.lot_id
     LOOP

@@ -18,6 +18,12 @@
 -- free lot: spent before paid coins, and not what a refund takes back
 -- first. Left out, `bonus_amount` keeps the product's bonus as it is;
 -- -v bonus_amount=0 removes it.
+-- A product may sell more currencies with each unit: `lines`, a JSON object
+-- of currency to amount (-v lines='{"gem": 50}'), other than the product's
+-- own currency, which `amount` gives. Each line is a `credit` entry of its
+-- own under the credit's flowNO and a paid lot; a refund takes back the same
+-- share of each line as of the credit. Left out, `lines` keeps the
+-- product's lines as they are; -v lines='{}' removes them.
 -- Past credits keep the amount (and bonus) stored with them; a change
 -- applies only to later credits. The change goes to wallet.admin_audit under the given
 -- operator, or under the database session_user when none is given.
@@ -27,12 +33,14 @@
 -- `active`, `operator`, `reason` and `google_product_id` are optional: add
 -- -v active=false to take a product off sale, -v active=true to put it back,
 -- -v google_product_id=coins_600 to name its Google Play product,
--- -v bonus_amount=500 -v bonus_expires_in_days=30 to add a bonus.
+-- -v bonus_amount=500 -v bonus_expires_in_days=30 to add a bonus,
+-- -v lines='{"gem": 50}' to sell 50 gems with each unit too.
 --
 -- Prints one line, e.g.
 --   updated product guodong600: 700 coin, active, Google Play guodong600
 --   created product guodong9000: 9000 coin, inactive, Google Play coins_9000
 --   updated product guodong5000: 5000 coin, active, Google Play guodong5000, bonus 500 coin for 30 days
+--   created product starter: 1000 coin, active, Google Play starter, and 50 gem
 
 \ir lib/one_line.sql
 
@@ -72,6 +80,10 @@
 \else
     \set bonus_expires_in_days ''
 \endif
+\if :{?lines}
+\else
+    \set lines ''
+\endif
 \if :{?operator}
 \else
     \set operator ''
@@ -86,8 +98,10 @@ SELECT format('%s product %s: %s %s, %s, Google Play %s', p.outcome, p.product_i
        || CASE WHEN p.bonus_amount IS NULL THEN ''
                ELSE format(', bonus %s %s %s', p.bonus_amount, p.bonus_currency,
                            coalesce('for ' || p.bonus_expires_in_days || ' days', 'never expiring')) END
+       || coalesce((SELECT ', and ' || string_agg(l.value || ' ' || l.key, ', ' ORDER BY l.key)
+                    FROM jsonb_each_text(p.lines) l), '')
 FROM wallet.upsert_product(:'product_id', :'amount'::BIGINT, :'currency', NULLIF(:'active', '')::BOOLEAN,
                            NULLIF(:'operator', ''), NULLIF(:'reason', ''),
                            CASE WHEN :'google_product_set'::BOOLEAN THEN :'google_product_id' END,
                            NULLIF(:'bonus_amount', '')::BIGINT, NULLIF(:'bonus_currency', ''),
-                           NULLIF(:'bonus_expires_in_days', '')::INTEGER) p;
+                           NULLIF(:'bonus_expires_in_days', '')::INTEGER, NULLIF(:'lines', '')::JSONB) p;

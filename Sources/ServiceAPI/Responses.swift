@@ -30,7 +30,8 @@ enum ResponseBody {
 
     /// A credit as it is now (`GET /v1/credits/{flow_no}` and the player's
     /// list): the credit's fields, how it was verified (`source`), the
-    /// store environment, and what refunds took back so far.
+    /// store environment, what refunds took back so far, and the product's
+    /// other lines it got.
     static func creditRecord(_ credit: LedgerStore.Credit) -> JSONValue {
         let state = credit.state
         return [
@@ -40,6 +41,10 @@ enum ResponseBody {
             "created_at": time(state.createdAt), "source": .string(credit.source),
             "environment": credit.environment.map(JSONValue.string) ?? .null,
             "refunded_amount": credit.refundedAmount.map { JSONValue($0) } ?? .null,
+            "lines": .array(credit.lines.map { line in
+                ["currency": .string(line.currency), "amount": JSONValue(line.amount),
+                 "refunded_amount": JSONValue(line.refundedAmount)]
+            }),
         ]
     }
 

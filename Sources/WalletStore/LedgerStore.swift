@@ -308,25 +308,56 @@ public struct LedgerStore: Sendable {
         public var environment: String?
         /// What refunds took back so far; nil when it is not refunded.
         public var refundedAmount: Int64?
+        /// The product's other lines this credit got, in currency order
+        /// (`wallet.credit_lines`).
+        public var lines: [CreditLine] = []
+    }
+
+    /// One of a credit's other lines: coins of another currency the same
+    /// purchase bought, and what its refunds took back of them.
+    public struct CreditLine: Sendable, Equatable {
+        public var currency: String
+        public var amount: Int64
+        public var refundedAmount: Int64
+    }
+
+    /// `credits` with their other lines, read in one query.
+    static func withLines(_ credits: [Credit], on connection: Connection) throws -> [Credit] {
+        guard !credits.isEmpty else { return credits }
+        var lines: [String: [CreditLine]] = [:]
+        for row in try connection.prepared("""
+            SELECT flow_no, currency, amount, refunded_amount FROM wallet.credit_lines
+            WHERE flow_no = ANY(\(credits.map(\.flowNo))::text[])
+            ORDER BY flow_no, currency
+            """) {
+            lines[try row.decode(String.self, at: 0), default: []].append(
+                CreditLine(currency: try row.decode(String.self, at: 1), amount: try row.decode(Int64.self, at: 2),
+                           refundedAmount: try row.decode(Int64.self, at: 3)))
+        }
+        return credits.map { credit in
+            var credit = credit
+            credit.lines = lines[credit.flowNo] ?? []
+            return credit
+        }
     }
 
     /// A player's credits, newest first, below the credit of entry
     /// `beforeEntryID`; `limit` of them and one more, which tells the caller
     /// a next page exists.
     static func credits(of userID: UserID, beforeEntryID: Int64?, limit: Int, on connection: Connection) throws -> [Credit] {
-        try connection.prepared("""
+        try withLines(connection.prepared("""
             SELECT \(unsafeSQL: creditColumns) FROM wallet.credits
             WHERE user_id = \(userID.rawValue) AND entry_id < coalesce(\(beforeEntryID)::bigint, 9223372036854775807)
             ORDER BY entry_id DESC
             LIMIT \(limit + 1)::integer
-            """).map(credit(_:))
+            """).map(credit(_:)), on: connection)
     }
 
     /// The credit, or nil when the flowNO was never credited.
     static func credit(_ flowNo: FlowNumber, on connection: Connection) throws -> Credit? {
         try credit(connection.prepared("""
             SELECT \(unsafeSQL: creditColumns) FROM wallet.credits WHERE flow_no = \(flowNo.rawValue)
-            """))
+            """)).map { try withLines([$0], on: connection)[0] }
     }
 
     /// The credit of a Google Play purchase token, or nil.
