@@ -8,6 +8,9 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "wallet", targets: ["wallet"]),
+        // The client for game servers and app backends, on its own: a
+        // package that depends on this product builds nothing else of ours.
+        .library(name: "WalletClient", targets: ["WalletClient"]),
     ],
     targets: [
         // C shims: a module map and one header each. Only the adapter targets
@@ -123,6 +126,11 @@ let package = Package(
             dependencies: ["WalletService", "ServiceWorkers", "ServiceSupport", "WalletStore", "WalletCore", "AppStore", "Locking", "Postgres",
                            "Logging", "Timestamps"]
         ),
+
+        // The client library: the API as typed Swift calls, with the retry
+        // rule and the typed problems. Foundation only, and no other target
+        // here, so a game server can depend on the product alone.
+        .target(name: "WalletClient"),
 
         // Build-time embedding of run-time files (migrations, the OpenAPI
         // document, the Apple root certificate), so the binary needs nothing
