@@ -177,6 +177,9 @@ let package = Package(
             name: "ServiceAPITests",
             dependencies: ["ServiceAPI", "AppStore", "Crypto", "HTTPServer", "JSON", "TestSupport", "WalletCore"]
         ),
+        // The client against the real `wallet serve` process and its
+        // embedded PostgreSQL.
+        .testTarget(name: "WalletClientTests", dependencies: ["WalletClient", "TestSupport", "Postgres", "Locking", "Logging"]),
         .testTarget(name: "LockingTests", dependencies: ["Locking", "TestSupport"]),
         .testTarget(
             name: "WalletServiceTests",
