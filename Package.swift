@@ -8,6 +8,9 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "wallet", targets: ["wallet"]),
+        // The client for game servers and app backends, on its own: a
+        // package that depends on this product builds nothing else of ours.
+        .library(name: "WalletClient", targets: ["WalletClient"]),
     ],
     targets: [
         // C shims: a module map and one header each. Only the adapter targets
@@ -124,6 +127,11 @@ let package = Package(
                            "Logging", "Timestamps"]
         ),
 
+        // The client library: the API as typed Swift calls, with the retry
+        // rule and the typed problems. Foundation only, and no other target
+        // here, so a game server can depend on the product alone.
+        .target(name: "WalletClient"),
+
         // Build-time embedding of run-time files (migrations, the OpenAPI
         // document, the Apple root certificate), so the binary needs nothing
         // beside it.
@@ -169,6 +177,9 @@ let package = Package(
             name: "ServiceAPITests",
             dependencies: ["ServiceAPI", "AppStore", "Crypto", "HTTPServer", "JSON", "TestSupport", "WalletCore"]
         ),
+        // The client against the real `wallet serve` process and its
+        // embedded PostgreSQL.
+        .testTarget(name: "WalletClientTests", dependencies: ["WalletClient", "TestSupport", "Postgres", "Locking", "Logging"]),
         .testTarget(name: "LockingTests", dependencies: ["Locking", "TestSupport"]),
         .testTarget(
             name: "WalletServiceTests",
