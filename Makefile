@@ -15,6 +15,10 @@ HA_APT_PACKAGES := patroni etcd-server haproxy pgbouncer iproute2
 OBSERVABILITY_APT_PACKAGES := prometheus
 # The support console's browser tests: headless Chromium through Selenium.
 BROWSER_APT_PACKAGES := chromium chromium-driver python3-selenium
+# The client libraries' suites: Node.js and the TypeScript compiler that
+# checks the TypeScript client's declarations, and pytest with the build
+# tools that install the Python client offline.
+CLIENT_APT_PACKAGES := nodejs node-typescript python3-pytest python3-setuptools python3-wheel
 
 # Installs the Debian packages named in $(1) that are missing: with apt-get
 # when root, otherwise it prints the command to run.
@@ -35,13 +39,14 @@ endef
 
 .PHONY: deps build test run chaos bench tsan failover
 deps:
-	$(call install_packages,$(APT_PACKAGES) $(HA_APT_PACKAGES) $(OBSERVABILITY_APT_PACKAGES) $(BROWSER_APT_PACKAGES))
+	$(call install_packages,$(APT_PACKAGES) $(HA_APT_PACKAGES) $(OBSERVABILITY_APT_PACKAGES) $(BROWSER_APT_PACKAGES) $(CLIENT_APT_PACKAGES))
 
 build: deps
 	$(SWIFT) build $(SWIFT_FLAGS)
 
 # Every suite (a throwaway PostgreSQL is started by the tests; the chaos
-# test runs in its bounded form), then the API fuzzer against the built
+# test runs in its bounded form; the Swift client's suites among them),
+# then the Python and TypeScript clients' suites, then the API fuzzer against the built
 # service, then the support console in headless Chromium (directly, then
 # through the TLS proxy of deploy/tls), then one switchover of the
 # high-availability layout under load
@@ -55,6 +60,8 @@ test: deps
 	@# cores, so in parallel a quick test can queue behind a minute of others
 	@# and fail its own time limit. Each limit now times only its own test.
 	$(SWIFT) test --skip-build --no-parallel
+	clients/python/test.sh .build/debug/wallet
+	clients/typescript/test.sh .build/debug/wallet
 	Scripts/api-fuzz.sh .build/debug/wallet
 	/usr/bin/python3 Tests/Browser/console_test.py --wallet .build/debug/wallet
 	/usr/bin/python3 Tests/Browser/console_tls_test.py --wallet .build/debug/wallet
@@ -93,7 +100,7 @@ run: deps
 # The chaos test for longer: kills and restarts for WALLET_CHAOS_SECONDS (300).
 chaos: deps
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
-	WALLET_CHAOS_SECONDS=$${WALLET_CHAOS_SECONDS:-300} $(SWIFT) test --skip-build --filter ChaosTests
+	WALLET_CHAOS_SECONDS=$${WALLET_CHAOS_SECONDS:-300} $(SWIFT) test --skip-build --filter WalletServiceTests.ChaosTests
 
 # Load benchmark against a fresh PostgreSQL (see bench/README.md). Not part
 # of `make test`: it takes a few minutes and wants the machine to itself.

@@ -37,8 +37,20 @@ public struct Credit: Sendable, Hashable, Codable {
     }
 }
 
+/// One of the product's other lines a credit got: coins of another currency.
+public struct CreditLine: Sendable, Hashable, Codable {
+    public let currency: String
+    public let amount: Int64
+    /// What refunds took back of this line so far.
+    public let refundedAmount: Int64
+
+    enum CodingKeys: String, CodingKey {
+        case currency, amount, refundedAmount = "refunded_amount"
+    }
+}
+
 /// A credit as it is now, with how it was verified (schema `CreditRecord`):
-/// the members of `Credit`, readable directly (`record.amount`), and three more.
+/// the members of `Credit`, readable directly (`record.amount`), and four more.
 @dynamicMemberLookup
 public struct CreditRecord: Sendable, Hashable, Codable {
     public let credit: Credit
@@ -47,13 +59,15 @@ public struct CreditRecord: Sendable, Hashable, Codable {
     public let environment: String?
     /// What refunds took back so far; nil when it is not refunded.
     public let refundedAmount: Int64?
+    /// The product's other lines this credit got, in currency order; empty for a one-currency product.
+    public let lines: [CreditLine]
 
     public subscript<Value>(dynamicMember keyPath: KeyPath<Credit, Value>) -> Value {
         credit[keyPath: keyPath]
     }
 
     enum CodingKeys: String, CodingKey {
-        case source, environment, refundedAmount = "refunded_amount"
+        case source, environment, refundedAmount = "refunded_amount", lines
     }
 
     public init(from decoder: any Decoder) throws {
@@ -62,6 +76,7 @@ public struct CreditRecord: Sendable, Hashable, Codable {
         source = try container.decode(CreditSource.self, forKey: .source)
         environment = try container.decodeNullable(String.self, forKey: .environment)
         refundedAmount = try container.decodeNullable(Int64.self, forKey: .refundedAmount)
+        lines = try container.decode([CreditLine].self, forKey: .lines)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -70,6 +85,7 @@ public struct CreditRecord: Sendable, Hashable, Codable {
         try container.encode(source, forKey: .source)
         try container.encodeNullable(environment, forKey: .environment)
         try container.encodeNullable(refundedAmount, forKey: .refundedAmount)
+        try container.encode(lines, forKey: .lines)
     }
 }
 

@@ -37,6 +37,7 @@ struct OperationTests {
         #expect(record.source == .caller)
         #expect(record.environment == nil)
         #expect(record.refundedAmount == nil)
+        #expect(record.lines == [])
 
         let conflict = try await #require(throws: FlowNoConflictError.self) {
             try await fixture.app.createCredit(userID: fixture.unique("thief"), flowNo: flowNo, productID: "guodong600")

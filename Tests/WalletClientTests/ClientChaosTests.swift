@@ -10,7 +10,7 @@ import WalletClient
 /// exactly once under the key the client sent, nothing else was debited,
 /// and the balances fell by exactly the sum of the amounts.
 @Suite(.serialized, .timeLimit(.minutes(1)))
-struct ChaosTests {
+struct ClientChaosTests {
     static let debitCount = 500
     static let workerCount = 8
     static let playerCount = 5
