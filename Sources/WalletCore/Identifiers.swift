@@ -4,10 +4,11 @@
 /// field errors that name it.
 
 /// A player, as the calling app names them: 1–128 characters of
-/// `[A-Za-z0-9._:@-]`.
+/// `[A-Za-z0-9._:@-]`, but not `.` or `..`: URLs name the id as a path
+/// segment, and every URL library resolves those two away before sending.
 public struct UserID: Hashable, Sendable, CustomStringConvertible {
     public static let lengthMax = 128
-    public static let rule = "must be 1-\(lengthMax) characters of [A-Za-z0-9._:@-]"
+    public static let rule = "must be 1-\(lengthMax) characters of [A-Za-z0-9._:@-], and not . or .."
     public let rawValue: String
 
     public init?(_ text: String) {
@@ -17,7 +18,7 @@ public struct UserID: Hashable, Sendable, CustomStringConvertible {
 
     static func isValid(_ text: String) -> Bool {
         let bytes = text.utf8
-        return (1...lengthMax).contains(bytes.count) && bytes.allSatisfy(isIdentifierByte)
+        return (1...lengthMax).contains(bytes.count) && bytes.allSatisfy(isIdentifierByte) && text != "." && text != ".."
     }
 
     public var description: String { rawValue }

@@ -12,9 +12,9 @@ enum KeysCommand {
                wallet keys revoke NAME
 
         Scopes: credit (POST /v1/credits), debit (POST /v1/debits),
-        read (GET wallets, entries, credits, holds), events (GET /v1/events),
-        console (the support console at /admin, and no /v1 route: for
-        support agents), admin (everything).
+        grant (POST /v1/grants), read (GET wallets, entries, credits, holds),
+        events (GET /v1/events), console (the support console at /admin, and
+        no /v1 route: for support agents), admin (everything).
         `create` prints the new secret alone on the last line; it is shown once.
         \(WalletCommand.databaseOptions)
         """

@@ -4,11 +4,12 @@ import WalletCore
 /// Domain values are valid by construction: each rule, at its edges.
 struct DomainValueTests {
     @Test func userIDsAndFlowNumbers() {
-        for valid in ["a", "player-1", "A.b_c:d@e-f", String(repeating: "x", count: 128), "1000000123456789"] {
+        for valid in ["a", "player-1", "A.b_c:d@e-f", String(repeating: "x", count: 128), "1000000123456789", "...", ".a"] {
             #expect(UserID(valid) != nil, "\(valid)")
             #expect(FlowNumber(valid) != nil, "\(valid)")
         }
-        for invalid in ["", String(repeating: "x", count: 129), "has space", "semi;colon", "quote'", "naïve", "slash/", "\u{0}"] {
+        for invalid in ["", String(repeating: "x", count: 129), "has space", "semi;colon", "quote'", "naïve", "slash/", "\u{0}",
+                        ".", ".."] {
             #expect(UserID(invalid) == nil, "\(invalid)")
             #expect(FlowNumber(invalid) == nil, "\(invalid)")
         }

@@ -106,6 +106,25 @@ struct HostileInputTests {
         #expect(try service.balance(of: "alice") == 1000)
     }
 
+    /// `.` and `..` are refused as ids: as a path segment every URL library
+    /// resolves them away, so such a wallet could be written and not read.
+    @Test func dotSegmentIDsAreRefused() throws {
+        let service = try TestService()
+        defer { service.stop() }
+        for id in [".", ".."] {
+            let credit = try service.credit(userID: id, flowNo: "dots-\(id.count)")
+            #expect(credit.status == 422, "\(credit.text)")
+            #expect(try credit.json()["code"] == "validation_failed")
+            let flow = try service.credit(userID: "dana", flowNo: id)
+            #expect(flow.status == 422, "\(flow.text)")
+            // Sent raw, as a client that does not resolve dot segments would.
+            let read = try service.request("GET", "/v1/wallets/\(id)", key: service.gameServerKey)
+            #expect(read.status == 422, "\(read.text)")
+        }
+        #expect(try service.count("SELECT count(*) FROM wallet.credits") == 0)
+        #expect(try service.credit(userID: "...", flowNo: "dots-3").status == 201)
+    }
+
     @Test func reasonsAreBoundedInCharactersAndBytes() throws {
         let service = try TestService()
         defer { service.stop() }
