@@ -120,8 +120,8 @@ let package = Package(
         // store's public API.
         .executableTarget(
             name: "wallet",
-            dependencies: ["WalletService", "ServiceWorkers", "ServiceSupport", "WalletStore", "WalletCore", "AppStore", "Locking", "Postgres",
-                           "Logging", "Timestamps"]
+            dependencies: ["WalletService", "ServiceAPI", "ServiceWorkers", "ServiceSupport", "WalletStore", "WalletCore", "AppStore",
+                           "GooglePlay", "Locking", "Postgres", "Logging", "Timestamps"]
         ),
 
         // Build-time embedding of run-time files (migrations, the OpenAPI
