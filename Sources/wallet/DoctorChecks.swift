@@ -148,10 +148,10 @@ struct Doctor {
             return DoctorCheck(.ok, name, "\(url) answered TransactionIdNotFound for a made-up transaction id: "
                                + "it accepts key \(claims.keyID), issuer \(claims.issuerID) and bundle id \(claims.bundleID)")
         } catch .refused(status: 401, _) {
+            let unreleased = environment == .production ? " (Production answers 401 until the app's first release)" : ""
             return DoctorCheck(.failed, name, "\(url) refused the key (HTTP 401): check WALLET_APPLE_API_KEY_ID "
                                + "(\(claims.keyID)), WALLET_APPLE_API_ISSUER_ID (\(claims.issuerID)) and "
-                               + "WALLET_APPLE_API_PRIVATE_KEY_FILE, and the bundle id \(claims.bundleID) "
-                               + "(Production answers 401 until the app's first release)")
+                               + "WALLET_APPLE_API_PRIVATE_KEY_FILE, and the bundle id \(claims.bundleID)\(unreleased)")
         } catch .unavailable(let detail) {
             return DoctorCheck(.failed, name, "cannot reach \(setting) (\(url)): \(detail)")
         } catch {
@@ -199,8 +199,8 @@ struct Doctor {
             _ = try tokens.token(deadline: deadline)
             return DoctorCheck(.ok, name, "\(account.tokenURI) granted \(account.clientEmail) an access token for \(api)")
         } catch .refused(let status, let reason) {
-            return DoctorCheck(.failed, name, "the service account key was refused by \(endpoint) (HTTP \(status), "
-                               + "\(reason ?? "no reason")): WALLET_GOOGLE_SERVICE_ACCOUNT_FILE holds a key of "
+            return DoctorCheck(.failed, name, "the service account key was refused (HTTP \(status), \(reason ?? "no reason")) "
+                               + "by \(endpoint): WALLET_GOOGLE_SERVICE_ACCOUNT_FILE holds a key of "
                                + "\(account.clientEmail) that Google does not accept (deleted, disabled, another "
                                + "project's), or this machine's clock is off")
         } catch .unavailable(let detail) {
