@@ -8,9 +8,10 @@ import WalletService
 import WalletStore
 
 /// The checks of `wallet doctor`, on the configuration `serve` would run
-/// with, through the clients `serve` builds from it. Every store call is a
-/// read that changes nothing: a lookup of something that does not exist, a
-/// token grant, a subscription's settings.
+/// with, through the clients `serve` builds from it. Nothing is written to
+/// the ledger, and every store call is a read that changes nothing: a
+/// lookup of something that does not exist, a token grant, a
+/// subscription's settings.
 struct Doctor {
     let configuration: Configuration
     let logger: Logger
@@ -118,8 +119,8 @@ struct Doctor {
     private func serverAPIChecks(report: (DoctorCheck) -> Void) {
         let api = configuration.apple.api
         guard api.isConfigured else {
-            return report(DoctorCheck(.skipped, "appstore api",
-                                      "not configured: WALLET_APPLE_API_KEY_ID, WALLET_APPLE_API_ISSUER_ID and WALLET_APPLE_API_PRIVATE_KEY_FILE are not set"))
+            return report(DoctorCheck(.skipped, "appstore api", "not configured: WALLET_APPLE_API_KEY_ID, "
+                                      + "WALLET_APPLE_API_ISSUER_ID and WALLET_APPLE_API_PRIVATE_KEY_FILE are not set"))
         }
         let client: ServerAPIClient
         do {
@@ -163,17 +164,15 @@ struct Doctor {
     // MARK: Google Play
 
     private func googlePlayChecks(catalog: Catalog, report: (DoctorCheck) -> Void) {
-        let google = configuration.google
-        guard google.serviceAccountFile != nil, google.packageName != nil else {
-            return report(DoctorCheck(.skipped, "googleplay",
-                                      "not configured: WALLET_GOOGLE_SERVICE_ACCOUNT_FILE and WALLET_GOOGLE_PACKAGE_NAME are not both set"))
-        }
         let client: PlayClient
         do {
-            guard let made = try GooglePlaySetup.client(configuration, metrics: metrics) else { return }
+            guard let made = try GooglePlaySetup.client(configuration, metrics: metrics) else {
+                return report(DoctorCheck(.skipped, "googleplay", "not configured: WALLET_GOOGLE_SERVICE_ACCOUNT_FILE and "
+                                          + "WALLET_GOOGLE_PACKAGE_NAME are not both set"))
+            }
             client = made
         } catch {
-            return report(DoctorCheck(.failed, "googleplay token", String(describing: error)))
+            return report(DoctorCheck(.failed, "googleplay token", error.description))
         }
         let token = tokenCheck(client.tokens, name: "googleplay token", api: "the Android Publisher API",
                                deadline: client.deadline())

@@ -8,7 +8,8 @@ enum DoctorCommand {
     static let help = """
         usage: wallet doctor [--database-url URL] [--data-dir DIR]
 
-        Checks a deployment with the settings `serve` reads, and writes nothing:
+        Checks a deployment with the settings `serve` reads, writing nothing to the
+        database or the stores:
           configuration   every setting is valid, and each credit mode turned on
                           has the settings it needs (each missing one named)
           database        reachable, every migration applied (pending ones named)
