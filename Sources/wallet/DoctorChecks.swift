@@ -75,7 +75,7 @@ struct Doctor {
                     .unavailable("the catalog could not be read (database, above)"))
         }
         guard found.pending.isEmpty else {
-            return (DoctorCheck(.failed, name, "\(place) lacks \(found.pending.count) of this build's migrations: "
+            return (DoctorCheck(.failed, name, "\(place) lacks \(found.pending.count) of this build's migrations and function files: "
                                 + found.pending.joined(separator: ", ")
                                 + "; run wallet migrate (serve applies them at start unless --no-migrate)"),
                     .unavailable("the catalog is not there yet (migrations pending, above)"))
