@@ -123,8 +123,8 @@ let package = Package(
         // store's public API.
         .executableTarget(
             name: "wallet",
-            dependencies: ["WalletService", "ServiceWorkers", "ServiceSupport", "WalletStore", "WalletCore", "AppStore", "Locking", "Postgres",
-                           "Logging", "Timestamps"]
+            dependencies: ["WalletService", "ServiceAPI", "ServiceWorkers", "ServiceSupport", "WalletStore", "WalletCore", "AppStore",
+                           "GooglePlay", "Locking", "Postgres", "Logging", "Timestamps"]
         ),
 
         // The client library: the API as typed Swift calls, with the retry

@@ -16,8 +16,9 @@ import FoundationNetworking
 ///
 /// - header: `alg` RS256, `typ` JWT, and `kid` the `private_key_id` when the
 ///   key file has one;
-/// - claims: `iss` the `client_email`, `scope` the Android Publisher scope,
-///   `aud` the `token_uri`, `iat` now and `exp` an hour later, Google's most.
+/// - claims: `iss` the `client_email`, `scope` the API's scope (the Android
+///   Publisher's, or Pub/Sub's for reading the push subscription), `aud` the
+///   `token_uri`, `iat` now and `exp` an hour later, Google's most.
 ///
 /// Google answers `access_token`, `expires_in` (seconds, 3599 as a rule) and
 /// `token_type` Bearer. A token is kept until five minutes before it expires,
@@ -39,6 +40,8 @@ public final class AccessTokens: Sendable {
     public static let tokenBytesMax = 8 * 1024
 
     public let account: ServiceAccount
+    /// The OAuth scope the tokens are granted for.
+    public let scope: String
     /// Times the tokens' lives and the pauses between retries of a grant.
     public let clock: any WorkClock
     private let observe: @Sendable (PlayClient.StatusClass, Double) -> Void
@@ -60,9 +63,11 @@ public final class AccessTokens: Sendable {
     }
 
     /// `observe` gets each token endpoint exchange's status class and seconds.
-    public init(account: ServiceAccount, clock: any WorkClock = SystemClock(),
+    public init(account: ServiceAccount, scope: String = GooglePlay.androidPublisherScope,
+                clock: any WorkClock = SystemClock(),
                 observe: @escaping @Sendable (PlayClient.StatusClass, Double) -> Void = { _, _ in }) {
         self.account = account
+        self.scope = scope
         self.clock = clock
         self.observe = observe
     }
@@ -122,8 +127,9 @@ public final class AccessTokens: Sendable {
         }
     }
 
-    /// The signed assertion for `account` at `now`.
-    public static func assertion(for account: ServiceAccount, now: Date) throws(RSAPrivateKey.KeyError) -> String {
+    /// The signed assertion for `account` at `now`, asking for `scope`.
+    public static func assertion(for account: ServiceAccount, scope: String = GooglePlay.androidPublisherScope,
+                                 now: Date) throws(RSAPrivateKey.KeyError) -> String {
         let issuedAt = Int64(now.timeIntervalSince1970.rounded(.down))
         // Members in key order, as the assertion has always been written.
         var header: [(key: String, value: JSONValue)] = [("alg", "RS256")]
@@ -131,7 +137,7 @@ public final class AccessTokens: Sendable {
         header.append(("typ", "JWT"))
         let claims: JSONValue = [
             "aud": .string(account.tokenURI.absoluteString), "exp": JSONValue(issuedAt + assertionLifetimeSeconds),
-            "iat": JSONValue(issuedAt), "iss": .string(account.clientEmail), "scope": .string(GooglePlay.androidPublisherScope),
+            "iat": JSONValue(issuedAt), "iss": .string(account.clientEmail), "scope": .string(scope),
         ]
         let signingInput = Base64URL.encode(JSONValue.object(header).serialized()) + "." + Base64URL.encode(claims.serialized())
         let signature = try account.privateKey.signRS256(Array(signingInput.utf8))
@@ -172,7 +178,7 @@ public final class AccessTokens: Sendable {
         ) {
             // Signed afresh for every attempt, so a retry never sends an
             // assertion older than the call.
-            let assertion = try Self.assertion(for: account, now: Date())
+            let assertion = try Self.assertion(for: account, scope: scope, now: Date())
             sentAt = clock.now
             var request = URLRequest(url: account.tokenURI)
             request.httpMethod = "POST"

@@ -149,58 +149,12 @@ public struct PlayClient: Sendable {
             + "/tokens/" + RetryingCall.percentEncoded(token)
     }
 
-    /// One operation: at most two rounds, the second only after a 401 with
-    /// a token that has since been dropped.
+    /// One operation, with the 401 rule `GoogleAPICall` keeps for every Google API.
     private func call(_ endpoint: Endpoint, _ method: String, _ path: String,
                       deadline: ContinuousClock.Instant) throws(PlayAPIError) -> Data {
-        guard let url = URL(string: configuration.apiURL.absoluteString.trimmingSuffix("/") + path) else {
-            throw .unavailable("the URL for \(endpoint.rawValue) is malformed")
-        }
-        var round = 1
-        while true {
-            var tokenFailure: PlayAPIError?
-            var tokenUsed: String?
-            let answer = RetryingCall.send(
-                name: endpoint.rawValue, responseBytesMax: configuration.responseBytesMax, deadline: deadline,
-                clock: tokens.clock, observe: { status, seconds in observe(endpoint, status, seconds) }
-            ) {
-                // Asked on every attempt: a retry after a long Retry-After
-                // gets a token that is still fresh. Cheap while cached.
-                let accessToken: String
-                do throws(PlayAPIError) {
-                    accessToken = try tokens.token(deadline: deadline)
-                } catch {
-                    tokenFailure = error
-                    throw error
-                }
-                tokenUsed = accessToken
-                var request = URLRequest(url: url)
-                request.httpMethod = method
-                request.setValue("Bearer " + accessToken, forHTTPHeaderField: "Authorization")
-                request.setValue("application/json", forHTTPHeaderField: "Accept")
-                if method == "POST" { request.httpBody = Data() }
-                return request
-            }
-            if let tokenFailure { throw tokenFailure }
-            switch answer {
-            case .unavailable(let detail):
-                throw .unavailable(detail)
-            case .final(200..<300, let body):
-                return body
-            case .final(404, _), .final(410, _):
-                throw .notFound
-            case .final(401, let body):
-                // The token was revoked or has expired early: drop it (unless
-                // another caller already has) and try once with a new one.
-                if let tokenUsed { tokens.invalidate(token: tokenUsed) }
-                guard round == 1, ContinuousClock.now < deadline else {
-                    throw .refused(status: 401, reason: PlayAPIError.reason(body))
-                }
-                round += 1
-            case .final(let status, let body):
-                throw .refused(status: status, reason: PlayAPIError.reason(body))
-            }
-        }
+        try GoogleAPICall.send(name: endpoint.rawValue, method: method, base: configuration.apiURL, path: path,
+                               tokens: tokens, responseBytesMax: configuration.responseBytesMax, deadline: deadline,
+                               observe: { status, seconds in observe(endpoint, status, seconds) })
     }
 
     /// Where decoding failed, by field names only: never a value.
@@ -223,8 +177,9 @@ public struct PlayClient: Sendable {
     }
 }
 
-/// Why a Google Play Developer API call gave no answer to use. No case ever
-/// holds an access token, an assertion or a purchase token.
+/// Why a call to a Google API (the Play Developer API, or Pub/Sub's for the
+/// push subscription) gave no answer to use. No case ever holds an access
+/// token, an assertion or a purchase token.
 public enum PlayAPIError: Error, Sendable, Equatable, CustomStringConvertible {
     /// HTTP 404 or 410 from the API: Google knows no such purchase (or no
     /// longer keeps it).
@@ -274,13 +229,5 @@ public enum PlayAPIError: Error, Sendable, Equatable, CustomStringConvertible {
               })
         else { return nil }
         return found
-    }
-}
-
-extension String {
-    fileprivate func trimmingSuffix(_ suffix: String) -> String {
-        var text = self
-        while text.hasSuffix(suffix) { text.removeLast(suffix.count) }
-        return text
     }
 }

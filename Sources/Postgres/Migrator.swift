@@ -138,18 +138,10 @@ public struct Migrator: Sendable {
                 applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
             )
             """)
-        var applied: [Int: (name: String, checksum: String)] = [:]
-        for row in try connection.query("SELECT version, name, checksum FROM public.schema_migrations") {
-            applied[try row.decode(Int.self, at: 0)] = (try row.decode(String.self, at: 1), try row.decode(String.self, at: 2))
-        }
-        let known = Set(migrations.map(\.version))
-        if let unknown = applied.keys.sorted().first(where: { !known.contains($0) }) {
-            throw MigrationError.unknownApplied(file: applied[unknown]!.name)
-        }
+        let applied = try appliedMigrations(connection: connection)
         var appliedNow: [String] = []
         for migration in migrations {
-            let checksum = try connection.query("SELECT encode(sha256(convert_to(\(migration.sql), 'UTF8')), 'hex')")
-                .single!.decode(String.self, at: 0)
+            let checksum = try Self.checksum(of: migration.sql, connection: connection)
             if let existing = applied[migration.version] {
                 guard existing.checksum == checksum else {
                     throw MigrationError.checksumMismatch(file: migration.name)
@@ -186,14 +178,10 @@ public struct Migrator: Sendable {
                 applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
             )
             """)
-        var applied: [String: String] = [:]
-        for row in try connection.query("SELECT name, checksum FROM public.schema_functions") {
-            applied[try row.decode(String.self, at: 0)] = try row.decode(String.self, at: 1)
-        }
+        let applied = try appliedFunctionFiles(connection: connection)
         var appliedNow: [String] = []
         for function in functionFiles {
-            let checksum = try connection.query("SELECT encode(sha256(convert_to(\(function.sql), 'UTF8')), 'hex')")
-                .single!.decode(String.self, at: 0)
+            let checksum = try Self.checksum(of: function.sql, connection: connection)
             if applied[function.name] == checksum { continue }
             do {
                 try connection.withTransaction { connection in
@@ -212,5 +200,64 @@ public struct Migrator: Sendable {
             appliedNow.append("functions/" + function.name)
         }
         return appliedNow
+    }
+
+    /// What `migrate` would apply now, in its order and named as it names
+    /// them, read without applying anything, creating anything or taking
+    /// the lock. A database that holds what this build does not know, or a
+    /// migration changed since it was applied, is `migrate`'s error.
+    public func pending(connection: Connection) throws -> [String] {
+        let applied = try appliedMigrations(connection: connection)
+        var pending: [String] = []
+        for migration in migrations {
+            let checksum = try Self.checksum(of: migration.sql, connection: connection)
+            if let existing = applied[migration.version] {
+                guard existing.checksum == checksum else { throw MigrationError.checksumMismatch(file: migration.name) }
+            } else {
+                pending.append(migration.name)
+            }
+        }
+        let appliedFunctions = try appliedFunctionFiles(connection: connection)
+        for function in functionFiles {
+            let checksum = try Self.checksum(of: function.sql, connection: connection)
+            if appliedFunctions[function.name] != checksum { pending.append("functions/" + function.name) }
+        }
+        return pending
+    }
+
+    /// The migrations recorded as applied, by version; none when the
+    /// bookkeeping table does not exist yet. One this build does not know
+    /// is an error.
+    private func appliedMigrations(connection: Connection) throws -> [Int: (name: String, checksum: String)] {
+        guard try Self.tableExists("public.schema_migrations", connection: connection) else { return [:] }
+        var applied: [Int: (name: String, checksum: String)] = [:]
+        for row in try connection.query("SELECT version, name, checksum FROM public.schema_migrations") {
+            applied[try row.decode(Int.self, at: 0)] = (try row.decode(String.self, at: 1), try row.decode(String.self, at: 2))
+        }
+        let known = Set(migrations.map(\.version))
+        if let unknown = applied.keys.sorted().first(where: { !known.contains($0) }) {
+            throw MigrationError.unknownApplied(file: applied[unknown]!.name)
+        }
+        return applied
+    }
+
+    /// The function files' checksums as last applied, by name.
+    private func appliedFunctionFiles(connection: Connection) throws -> [String: String] {
+        guard try Self.tableExists("public.schema_functions", connection: connection) else { return [:] }
+        var applied: [String: String] = [:]
+        for row in try connection.query("SELECT name, checksum FROM public.schema_functions") {
+            applied[try row.decode(String.self, at: 0)] = try row.decode(String.self, at: 1)
+        }
+        return applied
+    }
+
+    /// A file's checksum as recorded: the SHA-256 of its text, computed by
+    /// the server.
+    private static func checksum(of sql: String, connection: Connection) throws -> String {
+        try connection.query("SELECT encode(sha256(convert_to(\(sql), 'UTF8')), 'hex')").single!.decode(String.self, at: 0)
+    }
+
+    private static func tableExists(_ name: String, connection: Connection) throws -> Bool {
+        try connection.query("SELECT to_regclass(\(name)) IS NOT NULL").single!.decode(Bool.self, at: 0)
     }
 }

@@ -6,6 +6,10 @@ import ServiceSupport
 import WalletCore
 import WalletStore
 
+/// Where Pub/Sub pushes Google Play's notifications: the route, and so what
+/// a push subscription's endpoint ends in.
+package let googlePlayNotificationsPath = "/v1/googleplay/notifications"
+
 /// `POST /v1/googleplay/notifications`: Google Play's real-time developer
 /// notifications, pushed by a Pub/Sub push subscription with an OIDC token.
 ///
@@ -37,7 +41,7 @@ struct GooglePlayNotificationsAPI: Sendable {
     let logger: Logger
 
     func register(on router: Router) {
-        router.add("POST", "/v1/googleplay/notifications", postNotification)
+        router.add("POST", googlePlayNotificationsPath, postNotification)
     }
 
     func postNotification(_ request: Request, _ responder: Responder) {

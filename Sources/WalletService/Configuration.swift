@@ -189,6 +189,12 @@ public struct Configuration: Sendable {
         /// signs as: both must be set for `/v1/googleplay/notifications`.
         public var pushAudience: String?
         public var pushServiceAccount: String?
+        /// The push subscription (`projects/P/subscriptions/S`), which
+        /// `wallet doctor` reads to compare with the two above; `serve`
+        /// does not use it.
+        public var pushSubscription: String?
+        /// Where Pub/Sub's API is, for reading the push subscription.
+        public var pubSubURL = PubSubClient.googleAPIURL
         /// Minutes between voided-purchases sweeps in `serve`; 0 is off.
         public var voidedPollMinutes = 60
     }
@@ -276,30 +282,48 @@ public struct Configuration: Sendable {
     /// What `serve` needs beyond `validate`: the tools (migrate, keys,
     /// check) run without store settings. `buildApplication` runs it, once.
     public func validateForServing() throws(ConfigurationError) {
-        _ = try metricsToken()
+        if let first = servingProblems().first { throw first }
+    }
+
+    /// Everything `validateForServing` refuses, in the order it meets them,
+    /// each variable once: `wallet doctor` names them all.
+    public func servingProblems() -> [ConfigurationError] {
+        var problems: [ConfigurationError] = []
+        do {
+            _ = try metricsToken()
+        } catch {
+            problems.append(error)
+        }
         if creditVerification.contains(.googlePlay) {
             for (variable, value) in [("WALLET_GOOGLE_SERVICE_ACCOUNT_FILE", google.serviceAccountFile),
                                       ("WALLET_GOOGLE_PACKAGE_NAME", google.packageName)] where value == nil {
-                throw ConfigurationError(variable: variable, message: "must be set: WALLET_CREDIT_VERIFICATION includes googleplay")
+                problems.append(ConfigurationError(variable: variable,
+                                                   message: "must be set: WALLET_CREDIT_VERIFICATION includes googleplay"))
             }
         }
-        let appStoreModes: Set<CreditVerification> = [.appStoreJWS, .appStoreReceipt, .appStoreAPI]
         if usesServerAPI || apple.api.consumptionConsent {
-            try validateServerAPI()
+            problems += serverAPIProblems()
         }
-        if !creditVerification.isDisjoint(with: appStoreModes), apple.bundleIDs.isEmpty {
-            throw ConfigurationError(variable: "WALLET_APPLE_BUNDLE_ID",
-                                     message: "must be set when WALLET_CREDIT_VERIFICATION includes an App Store mode")
+        if usesAppStoreMode, apple.bundleIDs.isEmpty {
+            problems.append(ConfigurationError(
+                variable: "WALLET_APPLE_BUNDLE_ID", message: "must be set when WALLET_CREDIT_VERIFICATION includes an App Store mode"))
         }
         // Apple signs every Production notification with the app's Apple ID,
         // and the verifier refuses one it cannot match. Without the id every
         // Production REFUND would be refused, and refunded coins kept.
-        if !creditVerification.isDisjoint(with: appStoreModes),
-           apple.environments.contains("Production"), apple.appAppleID == nil {
-            throw ConfigurationError(
+        if usesAppStoreMode, apple.environments.contains("Production"), apple.appAppleID == nil {
+            problems.append(ConfigurationError(
                 variable: "WALLET_APPLE_APP_APPLE_ID",
-                message: "must be set when an App Store mode accepts Production: without it every Production refund notification is refused")
+                message: "must be set when an App Store mode accepts Production: without it every Production refund notification is refused"))
         }
+        var named: Set<String> = []
+        return problems.filter { named.insert($0.variable).inserted }
+    }
+
+    /// Whether a credit may be verified with the App Store (JWS, receipt or
+    /// the Server API).
+    public var usesAppStoreMode: Bool {
+        !creditVerification.isDisjoint(with: [.appStoreJWS, .appStoreReceipt, .appStoreAPI])
     }
 
     /// The token `/metrics` asks for, read from WALLET_METRICS_TOKEN_FILE
@@ -319,19 +343,27 @@ public struct Configuration: Sendable {
     /// The three credentials, each named when missing, and a bundle id for
     /// the tokens.
     public func validateServerAPI() throws(ConfigurationError) {
+        if let first = serverAPIProblems().first { throw first }
+    }
+
+    /// Every credential `validateServerAPI` finds missing, in its order.
+    func serverAPIProblems() -> [ConfigurationError] {
         let why = creditVerification.contains(.appStoreAPI)
             ? "WALLET_CREDIT_VERIFICATION includes appstore-api"
             : apple.api.consumptionConsent && !apple.api.isConfigured
                 ? "WALLET_APPLE_CONSUMPTION_CONSENT is true" : "another App Store Server API setting is set"
+        var problems: [ConfigurationError] = []
         for (variable, value) in [("WALLET_APPLE_API_KEY_ID", apple.api.keyID),
                                   ("WALLET_APPLE_API_ISSUER_ID", apple.api.issuerID),
                                   ("WALLET_APPLE_API_PRIVATE_KEY_FILE", apple.api.privateKeyFile)] where value == nil {
-            throw ConfigurationError(variable: variable, message: "must be set: \(why)")
+            problems.append(ConfigurationError(variable: variable, message: "must be set: \(why)"))
         }
         if serverAPIBundleID == nil {
-            throw ConfigurationError(variable: "WALLET_APPLE_BUNDLE_ID",
-                                     message: "must be set (or WALLET_APPLE_API_BUNDLE_ID): the App Store Server API's tokens name the app")
+            problems.append(ConfigurationError(
+                variable: "WALLET_APPLE_BUNDLE_ID",
+                message: "must be set (or WALLET_APPLE_API_BUNDLE_ID): the App Store Server API's tokens name the app"))
         }
+        return problems
     }
 }
 

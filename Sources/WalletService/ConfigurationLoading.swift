@@ -1,5 +1,6 @@
 import AppStore
 import Foundation
+import GooglePlay
 import HTTPServer
 import Logging
 import WalletCore
@@ -146,6 +147,13 @@ extension Configuration {
         google.packageName = reader.string("WALLET_GOOGLE_PACKAGE_NAME")
         google.pushAudience = reader.string("WALLET_GOOGLE_PUSH_AUDIENCE")
         google.pushServiceAccount = reader.string("WALLET_GOOGLE_PUSH_SERVICE_ACCOUNT")
+        if let subscription = reader.string("WALLET_GOOGLE_PUSH_SUBSCRIPTION") {
+            guard PubSubClient.isSubscriptionName(subscription) else {
+                throw ConfigurationError(variable: "WALLET_GOOGLE_PUSH_SUBSCRIPTION",
+                                         message: "must be a subscription's full name, such as projects/my-project/subscriptions/play-rtdn-push")
+            }
+            google.pushSubscription = subscription
+        }
     }
 
     /// Checks every value against its range and the rules between values.
@@ -170,6 +178,10 @@ extension Configuration {
             throw ConfigurationError(
                 variable: google.pushAudience == nil ? "WALLET_GOOGLE_PUSH_AUDIENCE" : "WALLET_GOOGLE_PUSH_SERVICE_ACCOUNT",
                 message: "must be set with the other: a push is accepted only from that account, for that audience")
+        }
+        if google.pushSubscription != nil, google.pushAudience == nil {
+            throw ConfigurationError(variable: "WALLET_GOOGLE_PUSH_SUBSCRIPTION",
+                                     message: "needs WALLET_GOOGLE_PUSH_AUDIENCE and WALLET_GOOGLE_PUSH_SERVICE_ACCOUNT, which it is compared with")
         }
     }
 
@@ -301,6 +313,7 @@ extension Configuration {
             URLSetting(variable: "WALLET_APPLE_API_SANDBOX_URL", value: \.apple.api.sandboxURL),
             URLSetting(variable: "WALLET_GOOGLE_API_URL", value: \.google.apiURL),
             URLSetting(variable: "WALLET_GOOGLE_PUSH_JWKS_URL", value: \.google.pushJWKSURL),
+            URLSetting(variable: "WALLET_GOOGLE_PUBSUB_URL", value: \.google.pubSubURL),
         ]
     }
 

@@ -21,12 +21,14 @@ public final class Administration {
     }
 
     /// Connects to `database`, migrating it first when `migrateFirst` is
-    /// set, runs `body`, and disconnects.
+    /// set, runs `body`, and disconnects. With a `deadline`, connecting and
+    /// every statement end by it.
     public static func withConnection<T>(to database: DatabaseEndpoint, logger: Logger, migrateFirst: Bool = false,
+                                         deadline: ContinuousClock.Instant? = nil,
                                          _ body: (Administration) throws -> T) throws -> T {
         var options = Connection.Options(conninfo: database.conninfo)
         options.statementTimeoutMilliseconds = statementTimeoutMilliseconds
-        let connection = try Connection(options: options)
+        let connection = try Connection(options: options, deadline: deadline)
         defer { connection.close() }
         let administration = Administration(connection: connection, logger: logger)
         if migrateFirst {
@@ -41,6 +43,19 @@ public final class Administration {
     public func migrate() throws -> [String] {
         let migrator = try Schema.migrator(logger: logger)
         return try connection.withoutStatementTimeout { try migrator.migrate(connection: $0) }
+    }
+
+    /// The migrations and function files `migrate` would apply now, read
+    /// without changing anything.
+    public func pendingMigrations() throws -> [String] {
+        try Schema.migrator(logger: logger).pending(connection: connection)
+    }
+
+    /// The Google Play id of one active product of the catalog (the first by
+    /// catalog id), for a lookup that names a real product; nil when none is
+    /// on sale.
+    public func googlePlayProductIDOnSale() throws -> String? {
+        try LedgerStore.googlePlayProductIDOnSale(on: connection)
     }
 
     /// Runs `wallet.check_invariants()`; an empty answer means the books balance.

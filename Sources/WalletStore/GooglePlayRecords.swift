@@ -28,6 +28,15 @@ extension LedgerStore {
         }
     }
 
+    /// The Google Play id of the first active product by catalog id; nil
+    /// when none is on sale.
+    static func googlePlayProductIDOnSale(on connection: Connection) throws -> String? {
+        try connection.query("""
+            SELECT coalesce(google_product_id, product_id) FROM wallet.products
+            WHERE active ORDER BY product_id LIMIT 1
+            """).single.map { try $0.decode(String.self, at: 0) }
+    }
+
     /// The Google Play id of the product a purchase token is credited as
     /// (active or not), or nil when the token was never credited.
     static func creditedGoogleProductID(purchaseToken: String, on connection: Connection) throws -> String? {

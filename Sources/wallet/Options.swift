@@ -58,11 +58,14 @@ struct Options {
 
 extension Administration {
     /// The database the operator's commands use (`WALLET_DATABASE_SESSION_URL`,
-    /// `WALLET_DATABASE_URL`, or the embedded one), for the length of `body`.
+    /// `WALLET_DATABASE_URL`, or the embedded one), for the length of `body`;
+    /// with `timeoutSeconds`, connecting and every statement end that long
+    /// after the database is open (an embedded one may take a while to start).
     static func withDatabase<T>(_ configuration: Configuration, logger: Logger, migrateFirst: Bool = false,
-                                _ body: (Administration) throws -> T) throws -> T {
+                                timeoutSeconds: Int? = nil, _ body: (Administration) throws -> T) throws -> T {
         let database = try configuration.openDatabase(session: true, logger: Logger(label: "wallet", level: .warning))
         defer { database.close() }
-        return try withConnection(to: database, logger: logger, migrateFirst: migrateFirst, body)
+        let deadline = timeoutSeconds.map { ContinuousClock.now + .seconds($0) }
+        return try withConnection(to: database, logger: logger, migrateFirst: migrateFirst, deadline: deadline, body)
     }
 }

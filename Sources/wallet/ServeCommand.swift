@@ -124,7 +124,8 @@ enum ServeCommand {
             """)
     }
 
-    private static func modes(_ configuration: Configuration) -> String {
+    /// The credit modes turned on, in their declared order, comma-separated.
+    static func modes(_ configuration: Configuration) -> String {
         Configuration.CreditVerification.allCases.filter(configuration.creditVerification.contains)
             .map(\.rawValue).joined(separator: ",")
     }

@@ -3,7 +3,7 @@ import Logging
 import Postgres
 import WalletService
 
-/// The `wallet` command: serve, migrate, keys, webhooks, check, psql, version, appstore, googleplay.
+/// The `wallet` command: serve, migrate, keys, webhooks, check, doctor, psql, version, appstore, googleplay.
 /// A hand-written parser; every subcommand answers `--help`.
 enum WalletCommand {
     static let version = "0.1.0"
@@ -23,6 +23,7 @@ enum WalletCommand {
             case "keys": return try KeysCommand.run(arguments, environment: environment)
             case "webhooks": return try WebhooksCommand.run(arguments, environment: environment)
             case "check": return try CheckCommand.run(arguments, environment: environment)
+            case "doctor": return try DoctorCommand.run(arguments, environment: environment)
             case "psql": return try PsqlCommand.run(arguments, environment: environment)
             case "appstore": return try AppStoreCommand.run(arguments, environment: environment)
             case "googleplay": return try GooglePlayCommand.run(arguments, environment: environment)
@@ -54,6 +55,7 @@ enum WalletCommand {
           keys       create, list and revoke API keys
           webhooks   add, list, disable and enable webhook endpoints
           check      check the ledger's invariants
+          doctor     check the configuration, the database and each configured store
           psql       open psql on the database (admin scripts: wallet psql -- -f Scripts/admin/...)
           appstore   verify App Store signed data offline, reconcile notifications,
                      list consumption answers
@@ -95,11 +97,8 @@ enum WalletCommand {
     /// environment give; nil when the line asked for help, which is printed.
     static func invocation(_ arguments: [String], environment: [String: String], values: Set<String>,
                            switches: Set<String> = [], positionals: Int = 0, help: String) throws -> Invocation? {
-        let options = try Options(arguments, values: values, switches: switches, positionals: positionals, help: help)
-        if options.helpRequested {
-            print(help)
-            return nil
-        }
+        guard let options = try Self.options(arguments, values: values, switches: switches, positionals: positionals,
+                                             help: help) else { return nil }
         let configuration: Configuration
         do {
             configuration = try Configuration.load(environment: environment, flags: options.values)
@@ -108,6 +107,18 @@ enum WalletCommand {
         }
         return Invocation(options: options, configuration: configuration,
                           logger: Logger(label: "wallet", level: configuration.logLevel))
+    }
+
+    /// Parses a command's options; nil when the line asked for help, which
+    /// is printed.
+    static func options(_ arguments: [String], values: Set<String>, switches: Set<String> = [], positionals: Int = 0,
+                        help: String) throws -> Options? {
+        let options = try Options(arguments, values: values, switches: switches, positionals: positionals, help: help)
+        if options.helpRequested {
+            print(help)
+            return nil
+        }
+        return options
     }
 
     static func errorText(_ error: any Error) -> String {

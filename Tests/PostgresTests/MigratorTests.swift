@@ -23,6 +23,35 @@ struct MigratorTests {
         #expect(count == 1)
     }
 
+    /// What `migrate` would apply, named as it names it, read without
+    /// creating the bookkeeping tables or applying anything.
+    @Test func pendingNamesWhatMigrateWouldApplyAndChangesNothing() throws {
+        let options = try TestDatabase.makeEmpty()
+        let connection = try Connection(options: options)
+        let first = try Migrator(files: [("0001_a.sql", "CREATE TABLE a (id INT);")],
+                                 functionFiles: [("01_f.sql", "CREATE FUNCTION f() RETURNS INT LANGUAGE sql AS 'SELECT 1';")],
+                                 logger: logger)
+        #expect(try first.pending(connection: connection) == ["0001_a.sql", "functions/01_f.sql"])
+        #expect(try connection.query("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")[0]
+            .decode(Int.self, at: 0) == 0)
+        try first.migrate(connection: connection)
+        #expect(try first.pending(connection: connection) == [])
+
+        let next = try Migrator(files: [("0001_a.sql", "CREATE TABLE a (id INT);"), ("0002_b.sql", "CREATE TABLE b (id INT);")],
+                                functionFiles: [("01_f.sql", "CREATE OR REPLACE FUNCTION f() RETURNS INT LANGUAGE sql AS 'SELECT 2';")],
+                                logger: logger)
+        #expect(try next.pending(connection: connection) == ["0002_b.sql", "functions/01_f.sql"])
+        #expect(try connection.query("SELECT count(*) FROM pg_tables WHERE tablename = 'b'")[0].decode(Int.self, at: 0) == 0)
+        let changed = try Migrator(files: [("0001_a.sql", "CREATE TABLE a (id BIGINT);")], logger: logger)
+        #expect(throws: Migrator.MigrationError.checksumMismatch(file: "0001_a.sql")) {
+            try changed.pending(connection: connection)
+        }
+        let older = try Migrator(files: [], logger: logger)
+        #expect(throws: Migrator.MigrationError.unknownApplied(file: "0001_a.sql")) {
+            try older.pending(connection: connection)
+        }
+    }
+
     @Test func aChangedAppliedFileIsRefusedByName() throws {
         let options = try TestDatabase.makeEmpty()
         let connection = try Connection(options: options)

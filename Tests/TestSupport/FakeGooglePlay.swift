@@ -5,9 +5,9 @@ import HTTPServer
 import Locking
 import Logging
 
-/// A stand-in for Google's OAuth token endpoint and the Google Play
-/// Developer API's one-time product calls, on a real loopback socket, served
-/// by the product's own HTTP server.
+/// A stand-in for Google's OAuth token endpoint, the Google Play Developer
+/// API's one-time product calls and Pub/Sub's `projects.subscriptions.get`,
+/// on a real loopback socket, served by the product's own HTTP server.
 ///
 /// It owns a service account (a fresh RSA key) whose `token_uri` is its own
 /// `/token`, and checks what Google documents:
@@ -16,13 +16,17 @@ import Logging
 ///   `urn:ietf:params:oauth:grant-type:jwt-bearer` and an `assertion`: a JWT
 ///   whose header says RS256 (and, when it names a `kid`, the account's key
 ///   id), signed by the account's key, with `iss` the account's e-mail,
-///   `scope` holding the Android Publisher scope, `aud` the `token_uri`, an
-///   `iat` not in the future (60 s of skew allowed), and an `exp` later than
-///   now and at most an hour after `iat`. Anything else is 400 with an OAuth
-///   error (`invalid_grant`), as Google answers.
+///   `scope` the Android Publisher scope, Pub/Sub's, or both, `aud` the
+///   `token_uri`, an `iat` not in the future (60 s of skew allowed), and an
+///   `exp` later than now and at most an hour after `iat`. Anything else is
+///   400 with an OAuth error (`invalid_grant`), as Google answers.
 /// - The API under `/androidpublisher/v3/applications/{package}/` takes only
 ///   `Authorization: Bearer` with a token it issued that has not expired
-///   (else 401 in Google's error shape) and only its package (else 404).
+///   (else 401 in Google's error shape) and holds the Android Publisher
+///   scope (else 403), and only its package (else 404).
+/// - `GET /v1/projects/{project}/subscriptions/{subscription}` checks its
+///   bearer token the same way, for the Pub/Sub scope, and answers the
+///   subscription the test set, or 404, in Pub/Sub's error shape.
 ///
 /// Tests load it with purchases and voided purchases, and can make the next
 /// requests fail with a status of their choice. A scripted failure is
@@ -200,6 +204,54 @@ public final class FakeGooglePlay: Sendable {
         }
     }
 
+    /// A Pub/Sub subscription as the test sets it, rendered as the
+    /// members of Pub/Sub's `Subscription` resource that say where and how
+    /// pushes go: `name`, `topic`, and `pushConfig` with `pushEndpoint` and
+    /// `oidcToken` (`serviceAccountEmail`, `audience`); absent ones left out.
+    /// https://cloud.google.com/pubsub/docs/reference/rest/v1/projects.subscriptions
+    /// (the resource; `projects.subscriptions.get` answers it whole:
+    /// https://cloud.google.com/pubsub/docs/reference/rest/v1/projects.subscriptions/get).
+    public struct Subscription: Sendable {
+        /// `projects/{project}/subscriptions/{subscription}`.
+        public var name: String
+        public var topic: String
+        /// nil: a pull subscription, with an empty `pushConfig`.
+        public var pushEndpoint: String?
+        /// Both nil: pushes without authentication (no `oidcToken`).
+        public var serviceAccountEmail: String?
+        /// nil: Google uses the push endpoint as the audience.
+        public var audience: String?
+
+        public init(name: String, topic: String = "projects/\(FakeGooglePlay.projectID)/topics/play-rtdn",
+                    pushEndpoint: String?, serviceAccountEmail: String?, audience: String?) {
+            self.name = name
+            self.topic = topic
+            self.pushEndpoint = pushEndpoint
+            self.serviceAccountEmail = serviceAccountEmail
+            self.audience = audience
+        }
+
+        static let members: Set<String> = ["name", "topic", "pushConfig"]
+        static let pushConfigMembers: Set<String> = ["pushEndpoint", "oidcToken"]
+        static let oidcTokenMembers: Set<String> = ["serviceAccountEmail", "audience"]
+
+        var json: [String: Any] {
+            var pushConfig: [String: Any] = [:]
+            if let pushEndpoint { pushConfig["pushEndpoint"] = pushEndpoint }
+            if serviceAccountEmail != nil || audience != nil {
+                var token: [String: Any] = [:]
+                if let serviceAccountEmail { token["serviceAccountEmail"] = serviceAccountEmail }
+                if let audience { token["audience"] = audience }
+                precondition(Set(token.keys).isSubset(of: Self.oidcTokenMembers))
+                pushConfig["oidcToken"] = token
+            }
+            precondition(Set(pushConfig.keys).isSubset(of: Self.pushConfigMembers))
+            let object: [String: Any] = ["name": name, "topic": topic, "pushConfig": pushConfig]
+            precondition(Set(object.keys).isSubset(of: Self.members), "a subscription member Pub/Sub does not document")
+            return object
+        }
+    }
+
     public let packageName: String
     public let account: ServiceAccount
     public let privateKeyID: String
@@ -229,6 +281,7 @@ public final class FakeGooglePlay: Sendable {
         router.add("POST", products, sync: { core.api($0) })
         router.add("GET", "/androidpublisher/v3/applications/{package}/purchases/voidedpurchases",
                    sync: { core.api($0) })
+        router.add("GET", "/v1/projects/{project}/subscriptions/{subscription}", sync: { core.subscription($0) })
         try server.start()
         let tokenURI = "http://127.0.0.1:\(server.port)/token"
         core.setTokenURI(tokenURI)
@@ -241,6 +294,9 @@ public final class FakeGooglePlay: Sendable {
     }
 
     public var apiURL: URL { URL(string: "http://127.0.0.1:\(server.port)")! }
+
+    /// Pub/Sub's base URL: the same server.
+    public var pubSubURL: URL { apiURL }
 
     /// A client configuration for this fake's package and address.
     public func configuration(timeoutSeconds: Double = 5) -> PlayClient.Configuration {
@@ -301,6 +357,11 @@ public final class FakeGooglePlay: Sendable {
             if case .purchase(let purchase)? = state.purchases[Core.key(productID, token)] { return purchase }
             return nil
         }
+    }
+
+    /// `projects.subscriptions.get` answers `subscription` under its name.
+    public func setSubscription(_ subscription: Subscription) {
+        core.state.withLock { $0.subscriptions[subscription.name] = subscription }
     }
 
     /// The voided-purchases list holds `voided`.
@@ -396,18 +457,22 @@ private final class Core: Sendable {
         var tokenURI = ""
         var accessTokenSeconds = 3_600
         var voidedPageSize = 2
-        /// Access token -> when it expires.
-        var issued: [String: Date] = [:]
+        /// Access token -> when it expires, and the scopes it was granted.
+        var issued: [String: (expires: Date, scopes: Set<String>)] = [:]
         var tokenGrants = 0
         var purchases: [String: Stored] = [:]
         var consumed: [(productID: String, token: String)] = []
         var voided: [FakeGooglePlay.Voided] = []
+        var subscriptions: [String: FakeGooglePlay.Subscription] = [:]
         var pages: [String: Cursor] = [:]
         var failures: [FakeGooglePlay.Failure] = []
         var received: [FakeGooglePlay.Received] = []
     }
 
     static let skewSeconds: Int64 = 60
+    static let pubSubScope = "https://www.googleapis.com/auth/pubsub"
+    /// The scopes a grant may ask for here.
+    static let grantableScopes: Set<String> = [GooglePlay.androidPublisherScope, pubSubScope]
     static let voidedWindowMilliseconds: Int64 = 30 * 86_400_000
 
     let packageName: String
@@ -441,7 +506,8 @@ private final class Core: Sendable {
         } else {
             formProblem = nil
         }
-        let assertionProblem = formProblem == nil ? checkAssertion(form["assertion"]) : formProblem?.detail
+        let checked = checkAssertion(form["assertion"])
+        let assertionProblem = formProblem == nil ? checked.problem : formProblem?.detail
         let failure = record(request, problem: assertionProblem)
         if let failure { return Self.answer(failure) }
         if let formProblem { return Self.oauthError(formProblem.error, formProblem.detail) }
@@ -449,15 +515,28 @@ private final class Core: Sendable {
 
         let token = "ya29.fake-" + Base64URL.encode(SecureRandom.bytes(count: 32))
         let lifetime = state.withLock { state -> Int in
-            state.issued[token] = Date().addingTimeInterval(Double(state.accessTokenSeconds))
+            state.issued[token] = (Date().addingTimeInterval(Double(state.accessTokenSeconds)), checked.scopes)
             state.tokenGrants += 1
             return state.accessTokenSeconds
         }
         return Self.json(["access_token": token, "expires_in": lifetime, "token_type": "Bearer"])
     }
 
-    /// nil when the assertion passes; else why not.
-    private func checkAssertion(_ assertion: String?) -> String? {
+    /// The scopes asked for, and nil when the assertion passes; else why not.
+    private func checkAssertion(_ assertion: String?) -> (scopes: Set<String>, problem: String?) {
+        let scopes = Self.scopes(assertion)
+        return (scopes, assertionProblem(assertion, scopes: scopes))
+    }
+
+    private static func scopes(_ assertion: String?) -> Set<String> {
+        let parts = assertion?.split(separator: ".", omittingEmptySubsequences: false) ?? []
+        guard parts.count == 3, let claimsBytes = Base64URL.decode(String(parts[1])),
+              let claims = (try? JSONSerialization.jsonObject(with: Data(claimsBytes))) as? [String: Any]
+        else { return [] }
+        return Set((claims["scope"] as? String)?.split(separator: " ").map(String.init) ?? [])
+    }
+
+    private func assertionProblem(_ assertion: String?, scopes: Set<String>) -> String? {
         guard let assertion else { return "no assertion" }
         let parts = assertion.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerBytes = Base64URL.decode(String(parts[0])),
@@ -472,8 +551,7 @@ private final class Core: Sendable {
         let signingInput = Array("\(parts[0]).\(parts[1])".utf8)
         guard publicKey.verifyRS256(signature: signature, message: signingInput) else { return "signature" }
         guard claims["iss"] as? String == FakeGooglePlay.clientEmail else { return "iss" }
-        let scopes = (claims["scope"] as? String)?.split(separator: " ").map(String.init) ?? []
-        guard scopes.contains(GooglePlay.androidPublisherScope) else { return "scope" }
+        guard !scopes.isEmpty, scopes.isSubset(of: Self.grantableScopes) else { return "scope" }
         let tokenURI = state.withLock { $0.tokenURI }
         guard claims["aud"] as? String == tokenURI else { return "aud" }
         guard let issuedAt = (claims["iat"] as? NSNumber)?.int64Value, let expires = (claims["exp"] as? NSNumber)?.int64Value
@@ -487,8 +565,11 @@ private final class Core: Sendable {
     // MARK: The API
 
     func api(_ request: Request) -> Response {
-        let tokenProblem = checkBearer(request.headers["authorization"])
+        let tokenProblem = checkBearer(request.headers["authorization"], scope: GooglePlay.androidPublisherScope)
         if let failure = record(request, problem: tokenProblem) { return Self.answer(failure) }
+        if tokenProblem == "scope" {
+            return Self.googleError(403, reason: "insufficientPermissions", message: "Request had insufficient authentication scopes.")
+        }
         if tokenProblem != nil {
             var response = Self.googleError(401, reason: "authError", message: "Invalid Credentials")
             response.headers.append(("WWW-Authenticate", #"Bearer realm="https://accounts.google.com/""#))
@@ -616,12 +697,38 @@ private final class Core: Sendable {
         return Self.json(answer)
     }
 
-    /// nil when the bearer token passes; else why not.
-    private func checkBearer(_ authorization: String?) -> String? {
+    // MARK: Pub/Sub
+
+    /// `projects.subscriptions.get`. Pub/Sub's errors carry `code`,
+    /// `message` and `status`, without the older `errors` list.
+    func subscription(_ request: Request) -> Response {
+        let tokenProblem = checkBearer(request.headers["authorization"], scope: Self.pubSubScope)
+        if let failure = record(request, problem: tokenProblem) { return Self.answer(failure) }
+        if tokenProblem == "scope" {
+            return Self.pubSubError(403, "PERMISSION_DENIED", "Request had insufficient authentication scopes.")
+        }
+        if tokenProblem != nil {
+            return Self.pubSubError(401, "UNAUTHENTICATED", "Request had invalid authentication credentials.")
+        }
+        let name = "projects/\(request.pathParameters["project"] ?? "")/subscriptions/\(request.pathParameters["subscription"] ?? "")"
+        guard let subscription = state.withLock({ $0.subscriptions[name] }) else {
+            return Self.pubSubError(404, "NOT_FOUND", "Resource not found (resource=\(request.pathParameters["subscription"] ?? "")).")
+        }
+        return Self.json(subscription.json)
+    }
+
+    private static func pubSubError(_ status: Int, _ statusName: String, _ message: String) -> Response {
+        Response(status: status, headers: [("Content-Type", "application/json; charset=UTF-8")],
+                 body: jsonBytes(["error": ["code": status, "message": message, "status": statusName] as [String: Any]]))
+    }
+
+    /// nil when the bearer token passes for `scope`; else why not.
+    private func checkBearer(_ authorization: String?, scope: String) -> String? {
         guard let authorization, authorization.hasPrefix("Bearer ") else { return "no bearer token" }
         let token = String(authorization.dropFirst("Bearer ".count))
-        guard let expires = state.withLock({ $0.issued[token] }) else { return "unknown token" }
-        guard expires > Date() else { return "expired token" }
+        guard let issued = state.withLock({ $0.issued[token] }) else { return "unknown token" }
+        guard issued.expires > Date() else { return "expired token" }
+        guard issued.scopes.contains(scope) else { return "scope" }
         return nil
     }
 

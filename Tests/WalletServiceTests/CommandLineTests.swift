@@ -27,7 +27,7 @@ struct CommandLineTests {
         let version = try wallet(["version"])
         #expect(version.status == 0)
         #expect(version.output.hasPrefix("wallet "))
-        for command in ["serve", "migrate", "keys", "check", "psql"] {
+        for command in ["serve", "migrate", "keys", "check", "doctor", "psql"] {
             let help = try wallet([command, "--help"])
             #expect(help.status == 0, "\(command) --help")
             #expect(help.output.contains("usage: wallet \(command)"), "\(command) --help")

@@ -97,7 +97,7 @@ struct ConfigurationTests {
     @Test func everyStoreURLIsAnAbsoluteHTTPURLOrAnError() throws {
         let variables = ["WALLET_APPLE_VERIFY_RECEIPT_URL", "WALLET_APPLE_VERIFY_RECEIPT_SANDBOX_URL",
                          "WALLET_APPLE_API_PRODUCTION_URL", "WALLET_APPLE_API_SANDBOX_URL", "WALLET_GOOGLE_API_URL",
-                         "WALLET_GOOGLE_PUSH_JWKS_URL"]
+                         "WALLET_GOOGLE_PUSH_JWKS_URL", "WALLET_GOOGLE_PUBSUB_URL"]
         #expect(Set(variables) == Set(Configuration.urlSettings.map(\.variable)))
         let malformed = ["api.example.com/path", "ftp://example.com/x", "http://", "https:///path", "https:example.com",
                          "https://exa mple.com/x", "http://127.0.0.1 :8080/x", "https://example.com:99999/x",
@@ -149,6 +149,51 @@ struct ConfigurationTests {
                 #expect(configuration[keyPath: setting.value] == value, "\(setting.variable)")
             }
         }
+    }
+
+    /// The push subscription is Pub/Sub's full name for it, and it is read
+    /// only to be compared with the push settings, so it needs them.
+    @Test func thePushSubscriptionIsAFullNameBesideThePushSettings() throws {
+        let push = ["WALLET_GOOGLE_PUSH_AUDIENCE": "https://wallet.example.com/v1/googleplay/notifications",
+                    "WALLET_GOOGLE_PUSH_SERVICE_ACCOUNT": "pubsub-push@my-project.iam.gserviceaccount.com"]
+        for name in ["projects/my-project/subscriptions/play-rtdn-push", "projects/example.com:game/subscriptions/R.t~d+n%1"] {
+            let loaded = try Configuration.load(environment: push.merging(["WALLET_GOOGLE_PUSH_SUBSCRIPTION": name]) { $1 })
+            #expect(loaded.google.pushSubscription == name)
+        }
+        #expect(try Configuration.load(environment: push).google.pushSubscription == nil)
+        for value in ["play-rtdn-push", "projects/my-project/topics/play-rtdn", "projects//subscriptions/play",
+                      "projects/my-project/subscriptions/goog-play", "projects/my-project/subscriptions/1play",
+                      "projects/my-project/subscriptions/pl", "projects/My_Project/subscriptions/play",
+                      "projects/my-project/subscriptions/play/extra", "projects/my-project/subscriptions/pl ay"] {
+            #expect(throws: Configuration.ConfigurationError.self, "\(value)") {
+                try Configuration.load(environment: push.merging(["WALLET_GOOGLE_PUSH_SUBSCRIPTION": value]) { $1 })
+            }
+            do {
+                _ = try Configuration.load(environment: push.merging(["WALLET_GOOGLE_PUSH_SUBSCRIPTION": value]) { $1 })
+            } catch {
+                #expect(error.variable == "WALLET_GOOGLE_PUSH_SUBSCRIPTION", "\(value): \(error)")
+            }
+        }
+        #expect(throws: Configuration.ConfigurationError(
+            variable: "WALLET_GOOGLE_PUSH_SUBSCRIPTION",
+            message: "needs WALLET_GOOGLE_PUSH_AUDIENCE and WALLET_GOOGLE_PUSH_SERVICE_ACCOUNT, which it is compared with")) {
+            try Configuration.load(environment: ["WALLET_GOOGLE_PUSH_SUBSCRIPTION": "projects/my-project/subscriptions/play"])
+        }
+    }
+
+    /// `serve` stops at the first setting a turned-on mode lacks; the list
+    /// it comes from names every one, once, for `wallet doctor`.
+    @Test func servingProblemsNameEachMissingSettingOnce() throws {
+        let configuration = try Configuration.load(environment: [
+            "WALLET_DATABASE_URL": "host=/nonexistent", "WALLET_CREDIT_VERIFICATION": "appstore-api,googleplay",
+        ])
+        let problems = configuration.servingProblems()
+        #expect(problems.map(\.variable) == [
+            "WALLET_GOOGLE_SERVICE_ACCOUNT_FILE", "WALLET_GOOGLE_PACKAGE_NAME", "WALLET_APPLE_API_KEY_ID",
+            "WALLET_APPLE_API_ISSUER_ID", "WALLET_APPLE_API_PRIVATE_KEY_FILE", "WALLET_APPLE_BUNDLE_ID",
+            "WALLET_APPLE_APP_APPLE_ID",
+        ])
+        #expect(throws: problems[0]) { try configuration.validateForServing() }
     }
 
     @Test func refundDebtIsAllowOrFloor() throws {

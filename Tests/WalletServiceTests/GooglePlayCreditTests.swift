@@ -254,7 +254,7 @@ struct GooglePlayConfigurationTests {
         do {
             _ = try GooglePlaySetup.client(configuration, metrics: Metrics())
             Issue.record("a key file without a usable key was accepted")
-        } catch let error as Configuration.ConfigurationError {
+        } catch {
             #expect(error.variable == "WALLET_GOOGLE_SERVICE_ACCOUNT_FILE")
             #expect(!error.description.contains("TOP-SECRET"))
         }
