@@ -194,6 +194,10 @@ refund refund-cat 2000000003 || fail "refund.sql for 2000000003 failed"
 has_line "cat's refund takes the unspent coins" "$WORK/refund-cat.out" '^refunded flowNO 2000000003: 1200 coin from user player-cat, balance 0 '
 refund refund-dan 2000000004 || fail "refund.sql for 2000000004 failed"
 has_line "dan's refund leaves a debt" "$WORK/refund-dan.out" '^refunded flowNO 2000000004: 600 coin from user player-dan, balance -300 '
+run app-ann-again "${app[@]}" credit --user player-ann --product guodong600 --transaction 2000000001 \
+    || fail "the app backend's answer to a refunded purchase reported again"
+has_line "a refunded purchase reported again is a replay: nothing credited" "$WORK/app-ann-again.out" \
+    '^purchase 2000000001 .*: already_credited \(600 coin, balance -500\) -> app: finish the transaction; "This purchase was credited, then refunded."$'
 run app-dan-2 "${app[@]}" credit --user player-dan --product guodong1200 --transaction 2000000005 || fail "dan's second purchase"
 check "dan's new purchase repaid the debt first" "$(balance player-dan)" 900
 

@@ -85,11 +85,15 @@ export async function handlePurchase(wallet: WalletClient, report: PurchaseRepor
     const result = await wallet.createCredit(request);
     const coins = result.credit.amount;
     if (result.replayed) {
-      // The stored answer: its balance is the one of the first credit.
-      return answer("already_credited", true, `Your ${coins} coins were already added.`, {
-        coins,
-        balance: result.balance.balance,
-      });
+      // Nothing was written this time. The answer shows the credit and the
+      // balance as they are now: a refund since then shows in its status.
+      const refunded = result.credit.status !== "credited";
+      return answer(
+        "already_credited",
+        true,
+        refunded ? "This purchase was credited, then refunded." : `Your ${coins} coins were already added.`,
+        { coins, balance: result.balance.balance },
+      );
     }
     return answer("credited", true, `+${coins} coins.`, { coins, balance: result.balance.balance });
   } catch (error) {
