@@ -46,8 +46,9 @@ build: deps
 
 # Every suite (a throwaway PostgreSQL is started by the tests; the chaos
 # test runs in its bounded form; the Swift client's suites among them),
-# then the Python and TypeScript clients' suites, then the API fuzzer against the built
-# service, then the support console in headless Chromium (directly, then
+# then the Python and TypeScript clients' suites, then the examples (an app
+# backend, a game shop and an ops script, against `wallet serve` on its
+# embedded database), then the API fuzzer against the built service, then the support console in headless Chromium (directly, then
 # through the TLS proxy of deploy/tls), then one switchover of the
 # high-availability layout under load
 # (the failover drill's bounded form), then the compose files' rules, the
@@ -62,6 +63,7 @@ test: deps
 	$(SWIFT) test --skip-build --no-parallel
 	clients/python/test.sh .build/debug/wallet
 	clients/typescript/test.sh .build/debug/wallet
+	examples/run.sh .build/debug/wallet .build/debug/GameShopExample
 	Scripts/api-fuzz.sh .build/debug/wallet
 	/usr/bin/python3 Tests/Browser/console_test.py --wallet .build/debug/wallet
 	/usr/bin/python3 Tests/Browser/console_tls_test.py --wallet .build/debug/wallet

@@ -132,6 +132,12 @@ let package = Package(
         // here, so a game server can depend on the product alone.
         .target(name: "WalletClient"),
 
+        // Examples: a game server's shop (holds, capture or release, and
+        // refunds taken back through the event feed), on the client alone,
+        // as a game server outside this package would build it.
+        // examples/run.sh runs it against `wallet serve`.
+        .executableTarget(name: "GameShopExample", dependencies: ["WalletClient"], path: "examples/game-shop"),
+
         // Build-time embedding of run-time files (migrations, the OpenAPI
         // document, the Apple root certificate), so the binary needs nothing
         // beside it.

@@ -7,7 +7,8 @@ Levels, lowest first (a target may depend only on targets of a lower level):
   0  the C shims, JSON (the strict parser, JSONValue and the one writer),
      Timestamps (the one way a time is written), and WalletClient (the client
      library, which must depend on nothing of ours)
-  1  Logging (which writes its lines with JSON) and Locking; neither uses the other
+  1  Logging (which writes its lines with JSON) and Locking; neither uses the other;
+     GameShopExample (examples/game-shop), which uses WalletClient alone
   2  WalletCore, Postgres, HTTPServer, Crypto, StoreHTTP (calls to the stores' APIs)
   3  store adapters: AppStore, GooglePlay
   4  WalletStore
@@ -29,7 +30,7 @@ import sys
 
 LEVELS = {
     "CLibPQ": 0, "CMicroHTTPD": 0, "COpenSSL": 0, "JSON": 0, "Timestamps": 0, "WalletClient": 0,
-    "Logging": 1, "Locking": 1,
+    "Logging": 1, "Locking": 1, "GameShopExample": 1,
     "WalletCore": 2, "Postgres": 2, "HTTPServer": 2, "Crypto": 2, "StoreHTTP": 2,
     "AppStore": 3, "GooglePlay": 3,
     "WalletStore": 4,
