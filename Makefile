@@ -48,12 +48,12 @@ build: deps
 # test runs in its bounded form; the Swift client's suites among them),
 # then the Python and TypeScript clients' suites, then the examples (an app
 # backend, a game shop and an ops script, against `wallet serve` on its
-# embedded database), then the API fuzzer against the built service, then the support console in headless Chromium (directly, then
-# through the TLS proxy of deploy/tls), then one switchover of the
-# high-availability layout under load
-# (the failover drill's bounded form), then the compose files' rules, the
-# alert rules (promtool; the dashboard's metrics are checked by a suite
-# against the served /metrics) and the target graph's levels.
+# embedded database), then the API fuzzer against the built service, then
+# the support console in headless Chromium (directly, then through the TLS
+# proxy of deploy/tls), then one switchover of the high-availability layout
+# under load (the failover drill's bounded form), then the compose files'
+# rules, the alert rules (promtool; the dashboard's metrics are checked by a
+# suite against the served /metrics) and the target graph's levels.
 test: deps
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	@# One test at a time: many tests block a thread on sockets and child
