@@ -183,6 +183,9 @@ class Ledger:
         self.lock = threading.Lock()
         self.acknowledged = {}       # reference -> (kind, user, amount)
         self.unacknowledged = {}     # reference -> (kind, user, amount)
+        # reference -> (first sent, acknowledged or None), wall-clock seconds:
+        # the restore drill compares them with a recovery target time.
+        self.times = {}
         self.retries = {}            # kind -> count
         self.attempts = []           # (started, finished, ok)
         self.refused = []            # unexpected answers
@@ -215,6 +218,7 @@ class Client(threading.Thread):
                              {"Authorization": f"Bearer {self.keys['debit']}", "Idempotency-Key": reference})
 
     def operate(self, kind, reference, user, amount, path, body, headers):
+        sent = time.time()
         deadline = time.monotonic() + OPERATION_SECONDS_MAX
         attempt = 0
         while time.monotonic() < deadline:
@@ -233,6 +237,7 @@ class Client(threading.Thread):
                 self.ledger.attempt(started, finished, True)
                 with self.ledger.lock:
                     self.ledger.acknowledged[reference] = (kind, user, amount)
+                    self.ledger.times[reference] = (sent, time.time())
                 return
             code = "?"
             try:
@@ -247,9 +252,11 @@ class Client(threading.Thread):
             with self.ledger.lock:
                 self.ledger.refused.append(f"{kind} {reference}: {status} {code}")
                 self.ledger.unacknowledged[reference] = (kind, user, amount)
+                self.ledger.times[reference] = (sent, None)
             return
         with self.ledger.lock:
             self.ledger.unacknowledged[reference] = (kind, user, amount)
+            self.ledger.times[reference] = (sent, None)
 
 
 # --- measuring ---------------------------------------------------------------
