@@ -54,7 +54,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "ha"))
-# The failover drill's retrying clients, service instances and helpers.
+# The failover drill's retrying clients, service instances, and its run and wait functions.
 import drill  # noqa: E402
 from drill import DrillError, log, run, wait_until  # noqa: E402
 
