@@ -11,6 +11,9 @@ BENCH_APT_PACKAGES := wrk
 # The high-availability layout (deploy/ha/): its bounded drill is part of
 # `make test`.
 HA_APT_PACKAGES := patroni etcd-server haproxy pgbouncer iproute2
+# Backups and WAL archiving (deploy/backup/, deploy/ha/): the restore drill's
+# bounded form is part of `make test`.
+BACKUP_APT_PACKAGES := pgbackrest
 # promtool, which checks and tests the alert rules in deploy/prometheus/.
 OBSERVABILITY_APT_PACKAGES := prometheus
 # The support console's browser tests: headless Chromium through Selenium.
@@ -37,9 +40,9 @@ define install_packages
 	fi
 endef
 
-.PHONY: deps build test run chaos bench tsan failover
+.PHONY: deps build test run chaos bench tsan failover restore-drill
 deps:
-	$(call install_packages,$(APT_PACKAGES) $(HA_APT_PACKAGES) $(OBSERVABILITY_APT_PACKAGES) $(BROWSER_APT_PACKAGES) $(CLIENT_APT_PACKAGES))
+	$(call install_packages,$(APT_PACKAGES) $(HA_APT_PACKAGES) $(BACKUP_APT_PACKAGES) $(OBSERVABILITY_APT_PACKAGES) $(BROWSER_APT_PACKAGES) $(CLIENT_APT_PACKAGES))
 
 build: deps
 	$(SWIFT) build $(SWIFT_FLAGS)
@@ -51,7 +54,9 @@ build: deps
 # embedded database), then the API fuzzer against the built service, then
 # the support console in headless Chromium (directly, then through the TLS
 # proxy of deploy/tls), then one switchover of the high-availability layout
-# under load (the failover drill's bounded form), then the compose files'
+# under load (the failover drill's bounded form), then a backup, a lost data
+# directory and two restores under load (the restore drill's bounded form:
+# about 10 s of writes either side of the backup), then the compose files'
 # rules, the alert rules (promtool; the dashboard's metrics are checked by a
 # suite against the served /metrics) and the target graph's levels.
 test: deps
@@ -68,6 +73,7 @@ test: deps
 	/usr/bin/python3 Tests/Browser/console_test.py --wallet .build/debug/wallet
 	/usr/bin/python3 Tests/Browser/console_tls_test.py --wallet .build/debug/wallet
 	deploy/ha/drill.py --wallet .build/debug/wallet --switchover --rounds 1 --clients 4 --pace-ms 100
+	deploy/backup/restore-drill.py --wallet .build/debug/wallet --before-seconds 10 --after-seconds 10 --clients 4
 	/usr/bin/python3 Scripts/check-compose.py docker-compose.yml
 	/usr/bin/python3 Scripts/check-compose.py --ha deploy/ha/docker-compose.yml
 	promtool check rules deploy/prometheus/wallet-alerts.yml
@@ -118,3 +124,13 @@ bench: deps
 failover: deps
 	$(SWIFT) build -c release --product wallet $(SWIFT_FLAGS)
 	deploy/ha/drill.py --wallet .build/release/wallet --rounds $${WALLET_FAILOVER_ROUNDS:-5}
+
+# The restore drill (deploy/backup/restore-drill.py): the release service
+# under eight clients for WALLET_RESTORE_DRILL_SECONDS (60) before a full
+# backup and as long after it, every data directory deleted, then a restore
+# of the latest state and one to a point in time half-way through; it prints
+# the RTO and the RPO (see docs/operations.md).
+restore-drill: deps
+	$(SWIFT) build -c release --product wallet $(SWIFT_FLAGS)
+	deploy/backup/restore-drill.py --wallet .build/release/wallet --clients 8 \
+		--before-seconds $${WALLET_RESTORE_DRILL_SECONDS:-60} --after-seconds $${WALLET_RESTORE_DRILL_SECONDS:-60}

@@ -20,7 +20,11 @@ wallet…). Each instance must reach the database through pgbouncer, have a
 session URL to haproxy's primary port and prepared statements off, and pass
 the App Store rules above. Every file mounted from the repository must exist,
 and each Patroni node's configuration must turn on synchronous_mode and set
-primary_start_timeout to 0.
+primary_start_timeout to 0. For backups, each node's configuration must
+archive (archive_mode on or always) with `pgbackrest … --stanza=wallet
+archive-push`, and every node must render a pgbackrest.conf to the
+HA_BACKUP_CONFIG it names and mount one and the same volume at its
+BACKUP_REPO_PATH, the repository all of them archive to.
 """
 import os
 import shlex
@@ -158,6 +162,40 @@ def check_patroni_config(path, name, config_path, shown):
     if type(timeout) is not int or timeout != 0:
         fail(path, f"{name}: {shown} must set bootstrap.dcs.primary_start_timeout: 0 "
                    "(the default, 300, restarts a crashed primary in place instead of failing over)")
+    parameters = {**(((dcs.get("postgresql") or {}).get("parameters")) or {}),
+                  **(((config.get("postgresql") or {}).get("parameters")) or {})}
+    # YAML reads a bare `on` as true.
+    if parameters.get("archive_mode") not in ("on", "always", True):
+        fail(path, f"{name}: {shown} must set archive_mode to on or always, so WAL reaches the backup repository")
+    command = shlex.split(str(parameters.get("archive_command", "")))
+    if not command or command[0] != "pgbackrest" or "archive-push" not in command or "--stanza=wallet" not in command:
+        fail(path, f"{name}: {shown} must set archive_command to pgbackrest --stanza=wallet archive-push \"%p\", "
+                   f"not {parameters.get('archive_command')!r}")
+
+
+def check_backup(path, compose, nodes):
+    """Every Patroni node renders a pgBackRest configuration where its
+    archive_command looks for it, and mounts one and the same named volume
+    at its repository path."""
+    services = compose["services"]
+    repositories = set()
+    for name in nodes:
+        service = services[name]
+        environment = service.get("environment") or {}
+        config = environment.get("HA_BACKUP_CONFIG")
+        if not config or config not in command_words(service):
+            fail(path, f"{name}: its command must render the pgBackRest configuration to HA_BACKUP_CONFIG ({config!r})")
+        repository = environment.get("BACKUP_REPO_PATH")
+        volumes = [str(v).split(":") for v in service.get("volumes", []) if not isinstance(v, dict)]
+        mounted = [v[0] for v in volumes if len(v) >= 2 and v[1] == repository and not v[0].startswith((".", "/", "~"))]
+        if not repository or not mounted:
+            fail(path, f"{name}: must mount a named volume at BACKUP_REPO_PATH ({repository!r}), the backup repository")
+        if mounted[0] not in (compose.get("volumes") or {}):
+            fail(path, f"{name}: volume {mounted[0]} is not declared under volumes")
+        repositories.add(mounted[0])
+    if len(repositories) != 1:
+        fail(path, f"the Patroni nodes must share one backup repository volume, not {sorted(repositories)}")
+    return repositories.pop()
 
 
 def check_url(path, name, variable, url, host, port):
@@ -197,6 +235,7 @@ def check_ha(path, compose):
             fail(path, f"{name}: mounts no Patroni configuration that its command reads")
         for source, _ in configs:
             check_patroni_config(path, name, os.path.join(base, source), source)
+    repository = check_backup(path, compose, nodes)
 
     instances = [name for name in services if name.startswith("wallet")]
     if len(instances) < 2:
@@ -216,7 +255,8 @@ def check_ha(path, compose):
         check_instance_behind_tls(path, name, services[name], tls_address)
 
     print(f"{path}: valid YAML with services {sorted(services)}; Patroni nodes {nodes} synchronous with "
-          f"primary_start_timeout 0; instances {instances} through pgbouncer; mounted files present")
+          f"primary_start_timeout 0, archiving through pgbackrest to volume {repository}; "
+          f"instances {instances} through pgbouncer; mounted files present")
 
 
 arguments = sys.argv[1:]

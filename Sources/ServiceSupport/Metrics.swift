@@ -117,6 +117,8 @@ package final class Metrics: Sendable, StoreMetrics {
         var credits: [CreditPath: UInt64] = [:]
         /// Unclaimed purchases, and the oldest one's age, as upkeep last read them.
         var unclaimed = UnclaimedPurchases(count: 0, oldestSeconds: 0)
+        /// The database's WAL archiving, as upkeep last read it; nil until then.
+        var walArchive: WALArchiveStatus?
     }
 
     /// How applying one Google Play void ended, for
@@ -263,6 +265,11 @@ package final class Metrics: Sendable, StoreMetrics {
     /// Keeps the unclaimed purchases' count and oldest age for the next scrape.
     package func setUnclaimed(_ unclaimed: UnclaimedPurchases) {
         state.withLock { $0.unclaimed = unclaimed }
+    }
+
+    /// Keeps the WAL archiver's state for the next scrape.
+    package func setWALArchive(_ status: WALArchiveStatus) {
+        state.withLock { $0.walArchive = status }
     }
 
     /// Counts a webhook attempt by what it left its delivery: delivered,
@@ -468,6 +475,7 @@ package final class Metrics: Sendable, StoreMetrics {
         out += "# HELP wallet_unclaimed_purchase_oldest_seconds Age of the oldest unclaimed purchase; 0 when there is none.\n"
         out += "# TYPE wallet_unclaimed_purchase_oldest_seconds gauge\n"
         out += "wallet_unclaimed_purchase_oldest_seconds \(snapshot.unclaimed.oldestSeconds)\n"
+        walArchive(&out, snapshot.walArchive)
         counters(&out, name: "wallet_coins_total", help: "Coins moved by the service, by kind, counted after COMMIT.",
                  label: "kind", values: snapshot.coins)
         out += "# HELP wallet_ready 1 when the service is ready (as /readyz answers 200), else 0.\n"
@@ -483,6 +491,35 @@ package final class Metrics: Sendable, StoreMetrics {
         out += "# HELP wallet_uptime_seconds Seconds since the service started.\n"
         out += "# TYPE wallet_uptime_seconds gauge\nwallet_uptime_seconds \(Int(Date().timeIntervalSince(started)))\n"
         return out
+    }
+
+    /// The database's WAL archiving (pg_stat_archiver), as upkeep last read
+    /// it: every series from start-up, at zero until the first read.
+    private func walArchive(_ out: inout String, _ status: WALArchiveStatus?) {
+        for (name, type, help, value) in [
+            ("wallet_wal_archive_enabled", "gauge",
+             "1 when the database archives its WAL (archive_mode on or always), else 0.", status?.enabled == true ? "1" : "0"),
+            ("wallet_wal_archived_total", "counter",
+             "WAL files the database archived since its statistics were reset.", String(status?.archivedCount ?? 0)),
+            ("wallet_wal_archive_failures_total", "counter",
+             "Failed attempts to archive a WAL file since the database's statistics were reset.",
+             String(status?.failedCount ?? 0)),
+            ("wallet_wal_archive_last_success_timestamp_seconds", "gauge",
+             "Unix time a WAL file was last archived; 0 for never.", seconds(status?.lastArchivedSeconds)),
+            ("wallet_wal_archive_last_failure_timestamp_seconds", "gauge",
+             "Unix time archiving a WAL file last failed; 0 for never.", seconds(status?.lastFailedSeconds)),
+            ("wallet_wal_archive_pending_bytes", "gauge",
+             "WAL written past the end of the last archived segment, the open one included: what losing the "
+                + "database's disk would lose; 0 when it cannot be told (archiving off, a standby, nothing archived yet).",
+             String(status?.pendingBytes ?? 0)),
+        ] {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
+        }
+    }
+
+    private func seconds(_ value: Double?) -> String {
+        guard let value else { return "0" }
+        return String(format: "%.3f", value)
     }
 
     private func labels(_ key: RouteKey) -> String {

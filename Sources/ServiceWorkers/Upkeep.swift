@@ -8,7 +8,7 @@ package import WalletStore
 /// backoff while the database is unreachable), then purge expired
 /// idempotency records, events and unclaimed purchases past their
 /// retention in small rounds, and read how many purchases wait unclaimed
-/// for /metrics.
+/// and how the database's WAL archiving stands, for /metrics.
 package final class Upkeep: Sendable {
     /// Which idempotency records and events go, and how much of them at a time.
     package struct Purge: Sendable {
@@ -88,6 +88,8 @@ package final class Upkeep: Sendable {
 
     private func purgeExpired(_ stopping: () -> Bool) {
         guard readiness.isSchemaReady else { return }
+        // First, so that a long purge never delays it.
+        if let archive = try? ledger.walArchiveStatus() { metrics.setWALArchive(archive) }
         let keys = purgeInRounds(stopping) {
             try ledger.purgeIdempotencyKeys(olderThanHours: purge.retentionHours, limit: purge.roundRowsMax)
         }

@@ -4,7 +4,9 @@ import JSON
 import Postgres
 import Testing
 import TestSupport
+import ServiceSupport
 import ServiceTestSupport
+import WalletStore
 
 /// The metrics that the Grafana dashboard and the Prometheus alerts in
 /// `deploy/` query, as the real binary serves them.
@@ -36,7 +38,9 @@ struct ObservabilityTests {
                        #"wallet_http_requests_total{route="/v1/debits",method="POST",status="5xx"}"#,
                        #"wallet_db_errors_total{kind="unavailable"}"#,
                        #"wallet_appstore_notifications_total{outcome="refused",reason="malformed"}"#,
-                       #"wallet_appstore_consumption_total{outcome="failed"}"#, "wallet_writer_queue_depth_fullest"] {
+                       #"wallet_appstore_consumption_total{outcome="failed"}"#, "wallet_writer_queue_depth_fullest",
+                       "wallet_wal_archive_enabled", "wallet_wal_archive_failures_total",
+                       "wallet_wal_archive_pending_bytes"] {
             #expect(Self.value(series, in: text) == 0, "\(series)")
         }
         #expect(Self.value("wallet_ready", in: text) == 1)
@@ -52,6 +56,23 @@ struct ObservabilityTests {
             Self.repository.appendingPathComponent("deploy/prometheus/wallet-alerts.yml").path,
         ])
         #expect(check.status == 0, "\(check.output)\(check.error)")
+    }
+
+    /// The archiver's state as upkeep read it, in the exposition.
+    @Test func walArchivingIsExposedAsRead() {
+        let metrics = Metrics()
+        metrics.setWALArchive(WALArchiveStatus(
+            enabled: true, archivedCount: 41, failedCount: 2, lastArchivedSeconds: 1_800_000_000.25,
+            lastFailedSeconds: 1_799_999_000, lastArchivedWAL: "000000010000000000000003",
+            currentLSN: (4 << 24) + 8_192, segmentBytes: 16 << 20))
+        let text = metrics.render(pool: nil, writerQueueDepth: 0)
+        #expect(Self.value("wallet_wal_archive_enabled", in: text) == 1)
+        #expect(Self.value("wallet_wal_archived_total", in: text) == 41)
+        #expect(Self.value("wallet_wal_archive_failures_total", in: text) == 2)
+        #expect(Self.value("wallet_wal_archive_last_success_timestamp_seconds", in: text) == 1_800_000_000.25)
+        #expect(Self.value("wallet_wal_archive_last_failure_timestamp_seconds", in: text) == 1_799_999_000)
+        #expect(Self.value("wallet_wal_archive_pending_bytes", in: text) == 8_192)
+        #expect(text.contains("# TYPE wallet_wal_archive_failures_total counter\n"))
     }
 
     /// Coins are counted once each, after COMMIT: a replay adds nothing,

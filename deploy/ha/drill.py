@@ -16,7 +16,8 @@ and waits until a new primary and a synchronous standby serve again.
 
 Then it checks every acknowledged operation against the new primary: present
 exactly once (none lost, none doubled), that unacknowledged ones are at most
-once, and runs `wallet check`. It prints a report (Markdown) and exits 1 if
+once, runs `wallet check`, and `pgbackrest check` on the new primary (its WAL
+reaches the backup repository). It prints a report (Markdown) and exits 1 if
 anything is lost, doubled or unchecked, or a round does not recover.
 
 Settings: WALLET_FAILOVER_ROUNDS (5) when --rounds is not given;
@@ -183,6 +184,9 @@ class Ledger:
         self.lock = threading.Lock()
         self.acknowledged = {}       # reference -> (kind, user, amount)
         self.unacknowledged = {}     # reference -> (kind, user, amount)
+        # reference -> (first sent, acknowledged or None), wall-clock seconds:
+        # the restore drill compares them with a recovery target time.
+        self.times = {}
         self.retries = {}            # kind -> count
         self.attempts = []           # (started, finished, ok)
         self.refused = []            # unexpected answers
@@ -215,6 +219,7 @@ class Client(threading.Thread):
                              {"Authorization": f"Bearer {self.keys['debit']}", "Idempotency-Key": reference})
 
     def operate(self, kind, reference, user, amount, path, body, headers):
+        sent = time.time()
         deadline = time.monotonic() + OPERATION_SECONDS_MAX
         attempt = 0
         while time.monotonic() < deadline:
@@ -233,6 +238,7 @@ class Client(threading.Thread):
                 self.ledger.attempt(started, finished, True)
                 with self.ledger.lock:
                     self.ledger.acknowledged[reference] = (kind, user, amount)
+                    self.ledger.times[reference] = (sent, time.time())
                 return
             code = "?"
             try:
@@ -247,9 +253,11 @@ class Client(threading.Thread):
             with self.ledger.lock:
                 self.ledger.refused.append(f"{kind} {reference}: {status} {code}")
                 self.ledger.unacknowledged[reference] = (kind, user, amount)
+                self.ledger.times[reference] = (sent, None)
             return
         with self.ledger.lock:
             self.ledger.unacknowledged[reference] = (kind, user, amount)
+            self.ledger.times[reference] = (sent, None)
 
 
 # --- measuring ---------------------------------------------------------------
@@ -388,6 +396,11 @@ def drill(arguments):
     report.update(verify(session_url, run_id, ledger))
     check = run([wallet, "check"], env=wallet_env, check=False)
     report["check"] = (check.returncode, (check.stdout + check.stderr).strip())
+    # The new primary archives to the same repository: a forced WAL switch
+    # must reach it.
+    archive = run([str(LOCAL_SH), "backup", "check"], env={**os.environ, "WALLET_HA_DIR": ha_dir}, timeout=180,
+                  check=False)
+    report["archive_check"] = (archive.returncode, (archive.stdout + archive.stderr).strip())
     report["acknowledged"] = len(ledger.acknowledged)
     report["acknowledged_by_kind"] = {
         kind: sum(1 for k, _, _ in ledger.acknowledged.values() if k == kind) for kind in ("credit", "debit")}
@@ -416,6 +429,8 @@ def markdown(report):
         f"applied without any client's request: {len(report['applied_by_no_client'])}",
         f"- `wallet check` against the new primary: "
         f"{'clean' if report['check'][0] == 0 else 'FAILED: ' + report['check'][1]}",
+        f"- `pgbackrest check` (WAL archiving) on the new primary: "
+        f"{'ok' if report['archive_check'][0] == 0 else 'FAILED: ' + report['archive_check'][1]}",
         f"- Layout up in {report['up_seconds']} s; the whole drill {report['seconds']} s",
     ]
     if report["refused"]:
@@ -444,7 +459,7 @@ def main():
         if arguments.report:
             Path(arguments.report).write_text(text + "\n")
         failed = bool(report["lost"] or report["doubled"] or report["applied_by_no_client"] or report["check"][0] != 0
-                      or report["refused"] or report["acknowledged"] == 0)
+                      or report["archive_check"][0] != 0 or report["refused"] or report["acknowledged"] == 0)
     except DrillError as error:
         print(f"drill: {error}", file=sys.stderr)
     finally:

@@ -3,17 +3,22 @@
 # Debian's packages and without containers: etcd, two Patroni nodes running
 # PostgreSQL 15, HAProxy and PgBouncer (see README.md beside this file).
 #
-# Run: deploy/ha/local.sh up|down|status
+# Run: deploy/ha/local.sh up|down|status|backup [TYPE]
 #
 #   up      starts whatever is not running, waits until a primary, a
 #           streaming synchronous standby and both proxies answer, writes
 #           $WALLET_HA_DIR/env and prints the URLs
 #   status  each component with its pid and port, whether it answers, and
 #           `patronictl list`; exit status 0 only when everything answers
+#   backup  on the primary, a pgBackRest backup of TYPE full (the default),
+#           diff or incr; or `check` (a WAL switch that must reach the
+#           repository) or `info` (the backups and the archive's range)
 #   down    stops everything and removes $WALLET_HA_DIR
 #
-# State (configuration, data, sockets, pid files, logs) lives under
-# WALLET_HA_DIR, /tmp/wallet-ha by default. The ports are fixed:
+# State (configuration, data, sockets, pid files, logs, and the pgBackRest
+# repository both nodes archive to, backup/repo) lives under WALLET_HA_DIR,
+# /tmp/wallet-ha by default; `down` removes the backups with it. The ports
+# are fixed:
 #
 #   2379, 2380   etcd client and peer
 #   5441, 8008   node pg1: PostgreSQL and Patroni REST API
@@ -39,7 +44,7 @@ replica_port=5001
 bouncer_port=6432
 all_ports=("$etcd_port" "$etcd_peer_port" 5441 5442 8008 8009 "$primary_port" "$replica_port" "$bouncer_port")
 
-packages=(patroni etcd-server haproxy pgbouncer postgresql-15 postgresql-client-15 iproute2)
+packages=(patroni etcd-server haproxy pgbouncer postgresql-15 postgresql-client-15 iproute2 pgbackrest)
 
 # Seconds each wait may take before it gives up.
 etcd_ready_seconds_max=15
@@ -315,9 +320,9 @@ secret() {
 # Renders every configuration file from the templates beside this script,
 # with fresh passwords. Runs once, on the first `up`.
 configure() {
-    mkdir -p "$conf" "$run" "$log" "$dir/data"
+    mkdir -p "$conf" "$run" "$log" "$dir/data" "$dir/backup/repo"
     touch "$marker"
-    chmod 700 "$dir" "$conf" "$run" "$dir/data"
+    chmod 700 "$dir" "$conf" "$run" "$dir/data" "$dir/backup" "$dir/backup/repo"
     local superuser_password replication_password rest_password node
     superuser_password=$(secret)
     replication_password=$(secret)
@@ -333,9 +338,16 @@ configure() {
             HA_ETCD_ADDRESS=127.0.0.1:$etcd_port HA_DATA_DIR=$dir/data/$node HA_RUN_DIR=$run \
             HA_POST_BOOTSTRAP=$conf/post-bootstrap.sh \
             HA_SUPERUSER_PASSWORD=$superuser_password HA_REPLICATION_PASSWORD=$replication_password \
-            HA_REST_PASSWORD=$rest_password \
+            HA_REST_PASSWORD=$rest_password HA_BACKUP_CONFIG=$conf/pgbackrest-$node.conf \
             "$here/render.sh" "$here/patroni.yml" "$conf/$node.yml"
+        # One repository, which both nodes reach as a directory of this
+        # machine; each node's own data directory, port and lock directory.
+        BACKUP_REPO_PATH=$dir/backup/repo BACKUP_PG_DATA=$dir/data/$node BACKUP_PG_SOCKET_DIR=$run \
+            BACKUP_PG_PORT=${pg_port[$node]} BACKUP_LOG_DIR=$log BACKUP_LOCK_DIR=$run/pgbackrest-$node \
+            "$here/render.sh" "$here/../backup/pgbackrest.conf" "$conf/pgbackrest-$node.conf"
     done
+    # The superuser's password, for pgBackRest's connection when it backs up.
+    HA_SUPERUSER_PASSWORD=$superuser_password "$here/render.sh" "$here/backup.pgpass" "$conf/backup.pgpass"
     install -m 700 "$here/post-bootstrap.sh" "$conf/post-bootstrap.sh"
 
     HA_HAPROXY_LISTEN=127.0.0.1 HA_RUN_DIR=$run \
@@ -398,8 +410,8 @@ up() {
     fi
     await "etcd on 127.0.0.1:$etcd_port" "$etcd_ready_seconds_max" etcd probe etcd
 
-    component_env=(HA_WALLET_PASSWORD="$wallet_password")
     for node in "${nodes[@]}"; do
+        component_env=(HA_WALLET_PASSWORD="$wallet_password" HA_BACKUP_CONFIG="$conf/pgbackrest-$node.conf")
         if ! component_pid "$node" >/dev/null; then
             start "$node" "${pg_port[$node]} ${rest_port[$node]}" /usr/bin/patroni "$conf/$node.yml"
         fi
@@ -531,12 +543,29 @@ down() {
     echo "down in $(elapsed_since "$started") s; removed $dir"
 }
 
+# backup TYPE: pgBackRest on the node that is primary, as the owner, with
+# the superuser's password file.
+backup() {
+    local type=${1:-full} leader command
+    [[ $type =~ ^(full|diff|incr|check|info)$ ]] || die "backup: TYPE is full, diff, incr, check or info, not '$type'"
+    [[ -e $marker ]] || die "not running ($dir does not exist)"
+    leader=$(probe leader) || die "backup: no primary ($leader)"
+    case $type in
+        check | info) command=("$type") ;;
+        *) command=(backup "--type=$type") ;;
+    esac
+    echo "backup: $type on $leader"
+    "${as_owner[@]}" env -i PATH=/usr/bin:/bin PGPASSFILE="$conf/backup.pgpass" \
+        pgbackrest --config="$conf/pgbackrest-$leader.conf" --stanza=wallet "${command[@]}"
+}
+
 case ${1:-} in
     up) up ;;
     down) down ;;
     status) status ;;
+    backup) backup "${2:-full}" ;;
     *)
-        echo "usage: $0 up|down|status" >&2
+        echo "usage: $0 up|down|status|backup [full|diff|incr|check|info]" >&2
         exit 2
         ;;
 esac
