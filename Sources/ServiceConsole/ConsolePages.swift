@@ -338,11 +338,17 @@ enum ConsolePages {
         let details: HTML
         if let credit = page.credit {
             let refunded: HTML = credit.refundedAmount.map { "\($0) coins, by \(credit.refundedBy?.rawValue ?? "unknown")" } ?? "no"
+            let lines: HTML = page.lines.isEmpty ? "" : """
+                <dt>Other lines</dt><dd id="credit-lines">\(page.lines.map { line -> String in
+                    "\(line.amount) \(line.currency) (refunded \(line.refundedAmount))"
+                }.joined(separator: ", "))</dd>
+                """
             details = """
                 <dl id="credit">
                 <dt>Player</dt><dd>\(userLink(credit.userID))</dd>
                 <dt>Product</dt><dd>\(credit.productID) × \(credit.quantity)</dd>
                 <dt>Amount</dt><dd>\(credit.amount) \(credit.currency)</dd>
+                \(lines)
                 <dt>Status</dt><dd>\(credit.status.rawValue)</dd>
                 <dt>Refunded</dt><dd>\(refunded)</dd>
                 <dt>Verified by</dt><dd>\(credit.source.rawValue)</dd>

@@ -518,6 +518,8 @@ public struct ConsoleStore: Sendable {
         public var flowNo: String
         /// Nil for a flowNO never credited (Apple told of it first).
         public var credit: CreditRow?
+        /// The credit's other lines (a product of several currencies).
+        public var lines: [LedgerStore.CreditLine]
         /// Apple's decisive refund notification, if any came.
         public var refundState: AppleRefundNotification?
         /// Refunds and their reversals, oldest first.
@@ -592,7 +594,8 @@ public struct ConsoleStore: Sendable {
         }
         guard credit != nil || refundState != nil || !notifications.isEmpty || !googleVoids.isEmpty
             || !googleNotifications.isEmpty else { return nil }
-        return CreditPage(flowNo: flowNo.rawValue, credit: credit, refundState: refundState, refunds: refunds,
+        let lines = try LedgerStore.creditLines(of: [flowNo.rawValue], on: connection)[flowNo.rawValue] ?? []
+        return CreditPage(flowNo: flowNo.rawValue, credit: credit, lines: lines, refundState: refundState, refunds: refunds,
                           notifications: notifications, googleNotifications: googleNotifications, googleVoids: googleVoids,
                           outbox: outbox, audit: audit)
     }

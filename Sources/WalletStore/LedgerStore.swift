@@ -321,19 +321,27 @@ public struct LedgerStore: Sendable {
         public var refundedAmount: Int64
     }
 
-    /// `credits` with their other lines, read in one query.
-    static func withLines(_ credits: [Credit], on connection: Connection) throws -> [Credit] {
-        guard !credits.isEmpty else { return credits }
+    /// The other lines of the credits of `flowNos`, by flowNO, in currency
+    /// order, read in one query.
+    static func creditLines(of flowNos: [String], on connection: Connection) throws -> [String: [CreditLine]] {
         var lines: [String: [CreditLine]] = [:]
+        guard !flowNos.isEmpty else { return lines }
         for row in try connection.prepared("""
             SELECT flow_no, currency, amount, refunded_amount FROM wallet.credit_lines
-            WHERE flow_no = ANY(\(credits.map(\.flowNo))::text[])
+            WHERE flow_no = ANY(\(flowNos)::text[])
             ORDER BY flow_no, currency
             """) {
             lines[try row.decode(String.self, at: 0), default: []].append(
                 CreditLine(currency: try row.decode(String.self, at: 1), amount: try row.decode(Int64.self, at: 2),
                            refundedAmount: try row.decode(Int64.self, at: 3)))
         }
+        return lines
+    }
+
+    /// `credits` with their other lines.
+    static func withLines(_ credits: [Credit], on connection: Connection) throws -> [Credit] {
+        guard !credits.isEmpty else { return credits }
+        let lines = try creditLines(of: credits.map(\.flowNo), on: connection)
         return credits.map { credit in
             var credit = credit
             credit.lines = lines[credit.flowNo] ?? []

@@ -87,6 +87,11 @@ struct ProductLineTests {
         #expect(try Self.shown(service, "ada", "coin") == "0 0 0")
         #expect(try Self.shown(service, "ada", "gem") == "-30 0 30")
         #expect(try Self.lines(service, "ada-1") == ["gem 100 100"])
+        // The support console's credit page shows the line and what was taken back.
+        let browser = try ConsoleTests.browser(service, key: service.adminKey)
+        let page = try ConsoleTests.get(service, "/admin/credits/ada-1", browser)
+        #expect(page.status == 200)
+        #expect(page.text.contains(#"<dd id="credit-lines">100 gem (refunded 100)</dd>"#), "\(page.text)")
         #expect(try service.count("""
             SELECT count(*) FROM wallet.events WHERE type = 'credit.refunded' AND flow_no = 'ada-1'
             """) == 2)
