@@ -150,7 +150,9 @@ CREATE OR REPLACE FUNCTION wallet.extra_postings(p_operation wallet.credit_opera
 RETURNS wallet.posting[]
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
-    IF (p_state.credit).flow_no IS NOT NULL OR p_state.wallet IS NULL THEN
+    -- Most products have neither: no array is built for them.
+    IF (p_state.credit).flow_no IS NOT NULL OR p_state.wallet IS NULL
+       OR ((p_state.bonus).product_id IS NULL AND coalesce(cardinality(p_state.lines), 0) = 0) THEN
         RETURN '{}';
     END IF;
     RETURN CASE WHEN (p_state.bonus).product_id IS NOT NULL THEN ARRAY[wallet.bonus_posting(p_operation, p_state.bonus)]

@@ -26,7 +26,7 @@ extension WalletAPI {
             ledger.groupCommit.submit(.grant(operation), deadline: deadline()) { result in
                 respond(responder) {
                     guard case .grant(let grant) = try result.get() else { preconditionFailure("grant answered as another operation") }
-                    return try grantResponse(grant, operation, currency: body.currency)
+                    return try grantResponse(grant, operation)
                 }
             }
         } catch {
@@ -34,7 +34,7 @@ extension WalletAPI {
         }
     }
 
-    private func grantResponse(_ result: GrantResult, _ operation: GrantOperation, currency: Currency) throws -> Response {
+    private func grantResponse(_ result: GrantResult, _ operation: GrantOperation) throws -> Response {
         switch result.outcome {
         case .granted:
             guard let granted = result.granted else { throw LedgerStore.StoreError.missingColumn("granted") }
@@ -44,9 +44,9 @@ extension WalletAPI {
         case .idempotencyKeyReused:
             throw WalletError.idempotencyKeyReused
         case .unknownCurrency:
-            throw WalletError.unknownCurrency(currency.rawValue)
+            throw WalletError.unknownCurrency(operation.currency.rawValue)
         case .paidCurrencyNotGrantable:
-            throw WalletError.paidCurrencyNotGrantable(currency.rawValue)
+            throw WalletError.paidCurrencyNotGrantable(operation.currency.rawValue)
         }
     }
 }
