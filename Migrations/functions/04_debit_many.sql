@@ -105,14 +105,14 @@ $$;
 
 -- What wallet.debit_many reads about each request, in one query: the
 -- outcome stored under its key, the first request of the batch with its
--- key, and whether its currency is one of the catalog's.
+-- key, and whether its currency is one of the catalog's (read once a call).
 CREATE OR REPLACE FUNCTION wallet.debit_states(p_requests wallet.debit_request[])
 RETURNS wallet.debit_state[]
 LANGUAGE plpgsql AS $$
 DECLARE
     v_states wallet.debit_state[];
 BEGIN
-    SELECT array_agg(ROW(k, u.first, EXISTS (SELECT FROM wallet.currencies c WHERE c.code = u.currency))
+    SELECT array_agg(ROW(k, u.first, u.currency = ANY (ARRAY(SELECT c.code FROM wallet.currencies c)))
                          ::wallet.debit_state ORDER BY u.ord)
     INTO v_states
     FROM (SELECT q.client, q.key, q.currency, q.ordinality AS ord,

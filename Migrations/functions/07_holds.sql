@@ -146,7 +146,7 @@ CREATE OR REPLACE FUNCTION wallet.hold_states(
     p_requests wallet.hold_request[], OUT states wallet.debit_state[], OUT wallets wallet.wallet_key[])
 LANGUAGE plpgsql AS $$
 BEGIN
-    SELECT array_agg(ROW(k, u.first, EXISTS (SELECT FROM wallet.currencies c WHERE c.code = u.currency))
+    SELECT array_agg(ROW(k, u.first, u.currency = ANY (ARRAY(SELECT c.code FROM wallet.currencies c)))
                          ::wallet.debit_state ORDER BY u.ord),
            array_agg(CASE WHEN u.kind = 'place' THEN ROW(u.user_id, u.currency)::wallet.wallet_key
                           ELSE ROW(h.user_id, h.currency)::wallet.wallet_key END ORDER BY u.ord)

@@ -149,7 +149,9 @@ $$;
 -- Set-based, a few statements however many postings: the writer's mark,
 -- the ids, then one statement that moves the wallets, works out each
 -- posting's balance and held coins (window sums in posting order), and
--- writes the entries and events. The planner settings are
+-- writes the entries and events, then the lots' moves: the short way
+-- (wallet.take_from_first_lots) for a call of debits that are no captures,
+-- one per wallet, which is what the game server's batches mostly are. The planner settings are
 -- wallet.debit_many's, for the same reasons, and pinned here because this
 -- function's plans are cached once per connection, whoever calls it first.
 CREATE OR REPLACE FUNCTION wallet.post_entries(p_postings wallet.posting[])
@@ -163,6 +165,7 @@ DECLARE
     v_event_ids BIGINT[];
     v_entries   wallet.entries[];
     v_posted    INTEGER;
+    v_plain     BOOLEAN;
 BEGIN
     IF coalesce(cardinality(p_postings), 0) = 0 THEN
         RETURN '{}';
@@ -172,14 +175,15 @@ BEGIN
     v_event_ids := ARRAY(SELECT nextval('wallet.events_id_seq') FROM generate_series(1, 2 * cardinality(p_postings)));
     WITH moved AS (
         UPDATE wallet.wallets SET balance = balance + m.amount, held = wallets.held + m.held, updated_at = now()
-        FROM (SELECT q.user_id, q.currency, sum(q.amount)::BIGINT AS amount, coalesce(sum(q.held), 0)::BIGINT AS held
+        FROM (SELECT q.user_id, q.currency, sum(q.amount)::BIGINT AS amount, coalesce(sum(q.held), 0)::BIGINT AS held,
+                     count(*) AS postings
               FROM unnest(p_postings) q
               GROUP BY q.user_id, q.currency) m
         WHERE wallets.user_id = m.user_id AND wallets.currency = m.currency
         RETURNING wallets.user_id, wallets.currency, wallets.balance - m.amount AS opening,
-                  wallets.held - m.held AS held_before
+                  wallets.held - m.held AS held_before, m.postings
     ), applied AS (
-        SELECT q.*, q.ordinality::INTEGER AS ord,
+        SELECT q.*, q.ordinality::INTEGER AS ord, m.postings,
                m.opening + sum(q.amount) OVER w AS balance_after,
                m.held_before + sum(coalesce(q.held, 0)) OVER w AS held_after,
                CASE WHEN q.kind IS NOT NULL THEN count(q.kind) OVER (ORDER BY q.ordinality) END AS entry_no
@@ -209,12 +213,18 @@ BEGIN
         CROSS JOIN (VALUES (FALSE), (TRUE)) n (negative)
         WHERE NOT n.negative OR (a.amount < 0 AND a.balance_after < 0)
     )
-    SELECT array_agg(w::wallet.entries ORDER BY a.ord), count(*) INTO v_entries, v_posted
+    SELECT array_agg(w::wallet.entries ORDER BY a.ord), count(*),
+           bool_and(coalesce(a.kind = 'debit' AND a.hold_id IS NULL AND a.postings = 1, FALSE))
+    INTO v_entries, v_posted, v_plain
     FROM applied a LEFT JOIN written w ON w.id = v_entry_ids[a.entry_no];
     IF v_posted <> cardinality(p_postings) THEN
         RAISE EXCEPTION 'post_entries: a posting names no wallet' USING ERRCODE = 'WL003';
     END IF;
-    PERFORM wallet.move_lots(p_postings, v_entries);
+    IF v_plain THEN
+        PERFORM wallet.take_from_first_lots(p_postings, v_entries);
+    ELSE
+        PERFORM wallet.move_lots(p_postings, v_entries);
+    END IF;
     RETURN v_entries;
 END;
 $$;
@@ -404,6 +414,59 @@ BEGIN
         RAISE EXCEPTION 'take_from_lots: lots hold % of the % to take', v_taken, v_needed USING ERRCODE = 'WL003';
     END IF;
     RETURN coalesce(v_expiring, '{}');
+END;
+$$;
+
+-- The lots' moves of a call of debits that are no captures, one per
+-- wallet (wallet.post_entries decides): the common case, in one statement
+-- when each wallet's first lot in spending order (wallet.take_from_lots'
+-- order; a debit has no purchase of its own to take first) holds its whole
+-- debit. Then the debit takes from that lot alone, as the general way would.
+-- Otherwise nothing is written here and wallet.move_lots does the call. The
+-- lot is updated by the row version the statement read, under the wallet
+-- locks the caller holds.
+CREATE OR REPLACE FUNCTION wallet.take_from_first_lots(p_postings wallet.posting[], p_entries wallet.entries[])
+RETURNS VOID
+LANGUAGE plpgsql
+SET enable_seqscan = off
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_covered  BOOLEAN;
+    v_expiring wallet.wallet_key[];
+BEGIN
+    WITH pick AS (
+        SELECT e.id AS entry_id, e.user_id, e.currency, -wallet.lot_delta(e.balance_after, e.amount) AS amount,
+               f.id AS lot_id, f.ctid AS lot_row, f.remaining, f.expires_at
+        FROM unnest(p_entries) e
+        LEFT JOIN LATERAL (
+            SELECT l.id, l.ctid, l.remaining, l.expires_at FROM wallet.lots l
+            WHERE l.user_id = e.user_id AND l.currency = e.currency AND l.open
+              AND NOT coalesce(l.expires_at <= now(), FALSE)
+            ORDER BY l.expires_at NULLS LAST,
+                     l.paid <> (SELECT o.spend_paid_first FROM wallet.lot_settings o WHERE o.only_row = TRUE),
+                     l.id
+            LIMIT 1) f ON TRUE
+        WHERE e.id IS NOT NULL AND wallet.lot_delta(e.balance_after, e.amount) < 0
+    ), covered AS (
+        SELECT coalesce(bool_and(coalesce(p.remaining >= p.amount, FALSE)), TRUE) AS yes FROM pick p
+    ), taken AS (
+        UPDATE wallet.lots l SET remaining = l.remaining - p.amount
+        FROM pick p, covered c
+        WHERE c.yes AND l.ctid = p.lot_row
+    ), written AS (
+        INSERT INTO wallet.entry_lots (entry_id, lot_id, amount)
+        SELECT p.entry_id, p.lot_id, -p.amount FROM pick p, covered c WHERE c.yes
+    )
+    SELECT c.yes, (SELECT array_agg(DISTINCT ROW(p.user_id, p.currency)::wallet.wallet_key) FROM pick p
+                   WHERE p.expires_at IS NOT NULL)
+    INTO v_covered, v_expiring
+    FROM covered c;
+    IF NOT v_covered THEN
+        PERFORM wallet.move_lots(p_postings, p_entries);
+    ELSIF v_expiring IS NOT NULL THEN
+        PERFORM wallet.keep_next_expiry(v_expiring);
+    END IF;
 END;
 $$;
 

@@ -175,6 +175,96 @@ struct LotTests {
         #expect(batched == (try run(batched: false)))
     }
 
+    /// A batch of debits, one per wallet, takes the short way
+    /// (wallet.take_from_first_lots) when each wallet's first lot holds its
+    /// debit, and the general way (wallet.take_from_lots) when one does not.
+    /// Either way each debit takes, lot by lot, what the spending order says:
+    /// soonest expiry first (never-expiring coins last), then free before
+    /// paid (or paid first), then oldest first. Random wallets of free,
+    /// paid and expiring lots, in both orders, against a model of that order.
+    @Test(arguments: [false, true]) func batchesOfDebitsSpendInTheSpendingOrder(paidFirst: Bool) throws {
+        let connection = try Connection(options: try TestDatabase.make())
+        try connection.query(PostgresQuery(unsafeSQL: "SELECT wallet.set_spending_order(\(paidFirst))"))
+        try connection.execute("SET track_functions = 'pl'")  // which way each batch took
+        var random = SplitMix64(seed: paidFirst ? 7_202 : 7_201)
+        let users = (0..<24).map { "w\($0)" }
+        for (index, user) in users.enumerated() {
+            for lot in 0...random.below(3) {
+                switch random.below(3) {
+                case 0:
+                    _ = try LedgerStore.credit([Self.credit("f-\(index)-\(lot)", user, "guodong600")], on: connection)
+                case 1:
+                    try connection.query(PostgresQuery(unsafeSQL: """
+                        SELECT * FROM wallet.grant_coins('\(user)', \(1 + random.below(900)), 'coin', 'free \(lot)', 'ops')
+                        """))
+                default:
+                    try connection.query(PostgresQuery(unsafeSQL: """
+                        SELECT * FROM wallet.grant_coins('\(user)', \(1 + random.below(900)), 'coin', 'promo \(lot)', 'ops',
+                                                         p_expires_in_days => \(1 + random.below(3)))
+                        """))
+                }
+            }
+        }
+        struct Lot { let id: Int64; let paid: Bool; let expiry: Int64?; var remaining: Int64 }
+        func lotsInSpendingOrder(_ user: String) throws -> [Lot] {
+            try connection.query(PostgresQuery(unsafeSQL: """
+                SELECT id, paid::text, (extract(epoch FROM expires_at) * 1000000)::bigint, remaining
+                FROM wallet.lots WHERE user_id = '\(user)' AND remaining > 0
+                """)).map { row in
+                Lot(id: try row.decode(Int64.self, at: 0), paid: row[1] == "true",
+                    expiry: row[2].flatMap { Int64($0) }, remaining: try row.decode(Int64.self, at: 3))
+            }.sorted { a, b in
+                let order = { (lot: Lot) in (lot.expiry ?? Int64.max, lot.paid == paidFirst ? 0 : 1, lot.id) }
+                return order(a) < order(b)
+            }
+        }
+        for round in 0..<8 {
+            // Even rounds stay within each first lot; odd ones may go past it.
+            let short = round.isMultiple(of: 2)
+            var expected: [String: [String]] = [:]
+            var debits: [LedgerStore.DebitOperation] = []
+            for user in users where random.below(3) > 0 {
+                let lots = try lotsInSpendingOrder(user)
+                let limit = short ? (lots.first?.remaining ?? 0) : lots.reduce(0) { $0 + $1.remaining }
+                guard limit > 0 else { continue }
+                var left = Int64(1 + random.below(Int(limit)))
+                debits.append(Self.debit("d-\(round)-\(user)", left, user))
+                var takes: [String] = []
+                for index in lots.indices where left > 0 {
+                    let taken = min(left, lots[index].remaining)
+                    takes.append("\(lots[index].id):\(-taken)")
+                    left -= taken
+                }
+                expected[user] = takes.sorted()
+            }
+            // The session's calls of each way so far (counted until its
+            // statistics are flushed), before and after the batch.
+            func calls() throws -> [Int64] {
+                try connection.query("""
+                    SELECT coalesce(pg_stat_get_xact_function_calls('wallet.take_from_first_lots'::regproc), 0),
+                           coalesce(pg_stat_get_xact_function_calls('wallet.take_from_lots'::regproc), 0)
+                    """).map { row in [try row.decode(Int64.self, at: 0), try row.decode(Int64.self, at: 1)] }[0]
+            }
+            try connection.execute("BEGIN")
+            let before = try calls()
+            let results = try LedgerStore.debit(debits, on: connection)
+            let after = try calls()
+            try connection.execute("COMMIT")
+            let wentPast = debits.contains { debit in
+                (expected[debit.userID.rawValue]?.count ?? 0) > 1
+            }
+            #expect(zip(after, before).map { $0 - $1 } == (wentPast ? [1, 1] : [1, 0]), "round \(round)")
+            for (debit, result) in zip(debits, results) {
+                #expect(result.outcome == .debited)
+                let moved = try connection.query(PostgresQuery(unsafeSQL: """
+                    SELECT lot_id || ':' || amount FROM wallet.entry_lots WHERE entry_id = \(try #require(result.entryID))
+                    """)).map { $0[0] ?? "" }.sorted()
+                #expect(moved == expected[debit.userID.rawValue], "round \(round), \(debit.userID.rawValue)")
+            }
+        }
+        #expect(try LedgerStore.checkInvariants(on: connection) == [])
+    }
+
     /// A capture takes from lots as a debit does; a call that makes and
     /// takes lots of one wallet at once (here an adjustment posted by hand)
     /// moves them one posting at a time, in order.
