@@ -58,7 +58,9 @@ build: deps
 # directory and two restores under load (the restore drill's bounded form:
 # about 10 s of writes either side of the backup), then the compose files'
 # rules, the alert rules (promtool; the dashboard's metrics are checked by a
-# suite against the served /metrics) and the target graph's levels.
+# suite against the served /metrics) and the target graph's levels, then the
+# documentation: every shell example of README.md and docs/ run against
+# `wallet serve` and its output compared (about 20 s).
 test: deps
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	@# One test at a time: many tests block a thread on sockets and child
@@ -79,6 +81,7 @@ test: deps
 	promtool check rules deploy/prometheus/wallet-alerts.yml
 	promtool test rules deploy/prometheus/wallet-alerts.test.yml
 	$(SWIFT) package dump-package | /usr/bin/python3 Scripts/check-layers.py
+	/usr/bin/python3 Scripts/check-doc-examples.py --wallet .build/debug/wallet
 
 # The suites that exercise threads, built and run under the thread
 # sanitizer in a build directory of their own. Every process (the test runner
