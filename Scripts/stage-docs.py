@@ -17,6 +17,10 @@ is copied beside its page. Any other file or directory of the repository
 staged copy names it in code instead of linking to it; the count is
 printed. A relative link to something that does not exist stops the
 staging.
+
+One difference between the two renderers is smoothed over: a | inside a
+code span of a table row is written \\| for GitHub, and staged as | for
+Python-Markdown.
 """
 import os
 import re
@@ -43,6 +47,13 @@ def links_outside_code(line, rewrite):
         return match.group(0) if inside else rewrite(match)
 
     return LINK.sub(replace, line)
+
+
+def unescape_table_code(line):
+    """GitHub splits a table row at every unescaped |, code spans included,
+    so the pages write \\| there; Python-Markdown keeps a code span whole
+    and would show the backslash."""
+    return re.sub(r"(`+)([^`]*?)\1", lambda match: match.group(0).replace("\\|", "|"), line)
 
 
 class Stager:
@@ -100,7 +111,13 @@ class Stager:
                     in_fence = None
                 staged.append(line)
                 continue
-            staged.append(line if in_fence else links_outside_code(line, rewrite_link))
+            if in_fence:
+                staged.append(line)
+                continue
+            line = links_outside_code(line, rewrite_link)
+            if line.lstrip().startswith("|"):
+                line = unescape_table_code(line)
+            staged.append(line)
         target = os.path.join(self.destination, page)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         with open(target, "w", encoding="utf-8") as handle:
