@@ -28,7 +28,8 @@ each followed by the lines it prints, each written as a comment:
   Google's real servers, a production database, a second machine) carries
   the comment `<!-- example: skip (why) -->` on the line before its fence;
   it is counted, not run. Blocks of other languages (`json`, `sql`,
-  `python`, output without a language) are not examples.
+  `python`, output without a language) are not examples; a `console` or
+  `bash` block is refused, since it would look like one and never run.
 
 Each page gets a service of its own, on a fresh copy of one development
 database (made once per run by `wallet serve` on its embedded PostgreSQL, as
@@ -49,6 +50,7 @@ scratch directory that links to the repository's Scripts/, with:
 import argparse
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -63,8 +65,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SKIP_MARK = re.compile(r"^\s*<!--\s*example:\s*skip\b(.*?)-->\s*$")
 FENCE = re.compile(r"^(\s*)(`{3,})\s*([\w-]*)\s*$")
 EXIT_LINE = re.compile(r"^\[exit (\d+)\]$")
-COMMAND_SECONDS = 30
+COMMAND_SECONDS = 30    # each command's limit; --command-seconds changes it
 START_SECONDS = 60
+OTHER_SHELLS = {"console", "bash", "shell", "shell-session", "zsh", "sh-session"}
 KEY_NAMES = {"app-backend": "APP_KEY", "game-server": "GAME_KEY", "support-console": "CONSOLE_KEY"}
 
 
@@ -77,10 +80,12 @@ class Example:
 
 
 def parse_page(path):
-    """The page's `sh` blocks, in order."""
+    """The page's `sh` blocks, in order, and the blocks of other shells,
+    which would escape the check."""
     with open(path, encoding="utf-8") as handle:
         lines = handle.read().split("\n")
     examples = []
+    problems = []
     index = 0
     while index < len(lines):
         fence = FENCE.match(lines[index])
@@ -96,6 +101,10 @@ def parse_page(path):
             body.append((index + 1, line[len(indent):] if line.startswith(indent) else line.lstrip()))
             index += 1
         index += 1
+        if language in OTHER_SHELLS:
+            problems.append(f"{os.path.relpath(path, REPO)}:{start + 1}: a {language} block; write a shell "
+                            "example as an sh block with # output lines, so that it is run")
+            continue
         if language != "sh":
             continue
         previous = start - 1
@@ -104,7 +113,7 @@ def parse_page(path):
         mark = SKIP_MARK.match(lines[previous]) if previous >= 0 else None
         skipped = (mark.group(1).strip(" ()") or "marked") if mark else None
         examples.append(Example(path, start + 1, split_commands(body), skipped))
-    return examples
+    return examples, problems
 
 
 def split_commands(body):
@@ -285,9 +294,12 @@ class Shell:
         environment["PATH"] = bin_dir + os.pathsep + environment.get("PATH", "/usr/bin:/bin")
         environment["HOME"] = directory
         self.directory = directory
+        # A session of its own, so that a command that hangs is stopped
+        # with everything it started.
         self.process = subprocess.Popen(["bash", "--norc", "--noprofile"], cwd=directory, env=environment,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                        text=True)
+                                        start_new_session=True)
+        self.pending = b""
         self.count = 0
 
     def run(self, command):
@@ -298,18 +310,24 @@ class Shell:
         marker = f"__example_done_{self.count}__"
         script = (f"{{\n{command}\n}} >'{out}' 2>'{err}' </dev/null\n"
                   f"echo \"{marker} $?\"\n")
-        self.process.stdin.write(script)
+        self.process.stdin.write(script.encode())
         self.process.stdin.flush()
         deadline = time.monotonic() + COMMAND_SECONDS
         status = None
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if not line:
+        while status is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([self.process.stdout], [], [], remaining)[0]:
                 break
-            if line.startswith(marker):
-                status = int(line.split()[1])
-                break
+            chunk = os.read(self.process.stdout.fileno(), 4096)
+            if not chunk:
+                break    # the shell exited
+            self.pending += chunk
+            while b"\n" in self.pending and status is None:
+                line, self.pending = self.pending.split(b"\n", 1)
+                if line.startswith(marker.encode()):
+                    status = int(line.split()[1])
         if status is None:
+            self.kill()
             return None
         with open(out, encoding="utf-8", errors="replace") as handle:
             stdout = handle.read()
@@ -317,14 +335,21 @@ class Shell:
             stderr = handle.read()
         return status, stdout, stderr
 
+    def kill(self):
+        """Stops the shell and whatever it started."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+
     def close(self):
         if self.process.poll() is None:
             self.process.stdin.close()
             try:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+                self.kill()
 
 
 def check_command(shell, page, number, command, expected):
@@ -386,6 +411,10 @@ def check_page(page, examples, wallet, template, keys, work):
                 failure = check_command(shell, page, number, command, expected)
                 if failure:
                     failures.append(failure)
+                if shell.process.poll() is not None:
+                    failures.append(f"{os.path.relpath(page, REPO)}:{number}: the page's shell stopped here; "
+                                    "its later examples did not run")
+                    return len(runnable), skipped, failures
     finally:
         if shell:
             shell.close()
@@ -394,11 +423,15 @@ def check_page(page, examples, wallet, template, keys, work):
 
 
 def main():
+    global COMMAND_SECONDS
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--wallet", default=os.path.join(REPO, ".build/debug/wallet"))
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    parser.add_argument("--command-seconds", type=int, default=COMMAND_SECONDS,
+                        help="how long one command may take; the page stops at the first that takes longer")
     parser.add_argument("pages", nargs="*")
     arguments = parser.parse_args()
+    COMMAND_SECONDS = arguments.command_seconds
     wallet = os.path.abspath(arguments.wallet)
     if not os.access(wallet, os.X_OK):
         sys.exit(f"check-doc-examples: no wallet binary at {wallet}")
@@ -412,7 +445,10 @@ def main():
     failures = []
     totals = [0, 0]
     try:
-        parsed = {page: parse_page(page) for page in pages}
+        parsed = {}
+        for page in pages:
+            parsed[page], problems = parse_page(page)
+            failures += problems
         template, keys = (None, None)
         if any(example.skipped is None for examples in parsed.values() for example in examples):
             template, keys = make_template(wallet, work)
@@ -423,7 +459,8 @@ def main():
             totals[1] += skipped
             failures += page_failures
             verdict = f"{len(page_failures)} mismatch(es)" if page_failures else "ok"
-            print(f"{os.path.relpath(page, REPO)}: ran {ran}, skipped {skipped}: {verdict}"
+            commands = sum(len(example.commands) for example in examples if example.skipped is None)
+            print(f"{os.path.relpath(page, REPO)}: ran {ran} ({commands} commands), skipped {skipped}: {verdict}"
                   f" ({time.monotonic() - page_started:.1f} s)")
     finally:
         if arguments.keep:
