@@ -44,7 +44,7 @@ endef
 
 .PHONY: deps build test docs run chaos bench tsan failover restore-drill
 deps:
-	$(call install_packages,$(APT_PACKAGES) $(HA_APT_PACKAGES) $(BACKUP_APT_PACKAGES) $(OBSERVABILITY_APT_PACKAGES) $(BROWSER_APT_PACKAGES) $(CLIENT_APT_PACKAGES))
+	$(call install_packages,$(APT_PACKAGES) $(HA_APT_PACKAGES) $(BACKUP_APT_PACKAGES) $(OBSERVABILITY_APT_PACKAGES) $(BROWSER_APT_PACKAGES) $(CLIENT_APT_PACKAGES) $(DOCS_APT_PACKAGES))
 
 build: deps
 	$(SWIFT) build $(SWIFT_FLAGS)
