@@ -18,6 +18,8 @@ BACKUP_APT_PACKAGES := pgbackrest
 OBSERVABILITY_APT_PACKAGES := prometheus
 # The support console's browser tests: headless Chromium through Selenium.
 BROWSER_APT_PACKAGES := chromium chromium-driver python3-selenium
+# The documentation site's generator (`make docs`, part of `make test`).
+DOCS_APT_PACKAGES := mkdocs
 # The client libraries' suites: Node.js and the TypeScript compiler that
 # checks the TypeScript client's declarations, and pytest with the build
 # tools that install the Python client offline.
@@ -40,9 +42,9 @@ define install_packages
 	fi
 endef
 
-.PHONY: deps build test run chaos bench tsan failover restore-drill
+.PHONY: deps build test docs run chaos bench tsan failover restore-drill
 deps:
-	$(call install_packages,$(APT_PACKAGES) $(HA_APT_PACKAGES) $(BACKUP_APT_PACKAGES) $(OBSERVABILITY_APT_PACKAGES) $(BROWSER_APT_PACKAGES) $(CLIENT_APT_PACKAGES))
+	$(call install_packages,$(APT_PACKAGES) $(HA_APT_PACKAGES) $(BACKUP_APT_PACKAGES) $(OBSERVABILITY_APT_PACKAGES) $(BROWSER_APT_PACKAGES) $(CLIENT_APT_PACKAGES) $(DOCS_APT_PACKAGES))
 
 build: deps
 	$(SWIFT) build $(SWIFT_FLAGS)
@@ -58,7 +60,9 @@ build: deps
 # directory and two restores under load (the restore drill's bounded form:
 # about 10 s of writes either side of the backup), then the compose files'
 # rules, the alert rules (promtool; the dashboard's metrics are checked by a
-# suite against the served /metrics) and the target graph's levels.
+# suite against the served /metrics) and the target graph's levels, then the
+# documentation: every shell example of README.md and docs/ run against
+# `wallet serve` and its output compared (about 20 s), and `make docs`.
 test: deps
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	@# One test at a time: many tests block a thread on sockets and child
@@ -79,6 +83,20 @@ test: deps
 	promtool check rules deploy/prometheus/wallet-alerts.yml
 	promtool test rules deploy/prometheus/wallet-alerts.test.yml
 	$(SWIFT) package dump-package | /usr/bin/python3 Scripts/check-layers.py
+	/usr/bin/python3 Scripts/check-doc-examples.py --wallet .build/debug/wallet
+	$(MAKE) --no-print-directory docs
+
+# The documentation site (mkdocs.yml): README.md as the front page, docs/
+# and the READMEs they link to, staged at their repository paths into
+# .build/docs/src, built by Debian's MkDocs with a built-in theme (nothing is
+# downloaded) and --strict, so a warning fails, into .build/docs/site; then
+# every internal href and src of the built site, #anchors included, must
+# resolve. A few seconds; part of `make test`.
+docs:
+	$(call install_packages,$(DOCS_APT_PACKAGES))
+	/usr/bin/python3 Scripts/stage-docs.py .build/docs/src
+	mkdocs build --strict --config-file mkdocs.yml
+	/usr/bin/python3 Scripts/check-site-links.py .build/docs/site
 
 # The suites that exercise threads, built and run under the thread
 # sanitizer in a build directory of their own. Every process (the test runner

@@ -16,7 +16,7 @@ public import WalletStore
 /// what only `serve` needs, once.
 ///
 /// Limits carry their unit or `Max` last. Those an operator may tune have a
-/// `WALLET_…` variable (the README's configuration table, which a test
+/// `WALLET_…` variable (the table of docs/configuration.md, which a test
 /// keeps equal to `integerSettings` and the others); the rest are fields
 /// with their defaults, so tests can set them, and are checked all the same.
 public struct Configuration: Sendable {

@@ -63,7 +63,7 @@ enum WalletCommand {
           version    print the version
 
         Run `wallet <command> --help` for a command's options. Settings come from
-        WALLET_* environment variables; see the README.
+        WALLET_* environment variables; see docs/configuration.md.
         """
 
     static let databaseOptions = """

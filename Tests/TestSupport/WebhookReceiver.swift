@@ -4,7 +4,7 @@ import JSON
 import Locking
 
 /// A game server's webhook endpoint on a real loopback socket, checking
-/// each delivery as the README tells integrators to: the
+/// each delivery as docs/events.md tells integrators to: the
 /// `Wallet-Signature` header's `v1` is HMAC-SHA256 of `t`, a dot and the
 /// raw body under the shared secret, compared in constant time, with `t`
 /// within five minutes of now; and the body's id is `Wallet-Event-Id`.

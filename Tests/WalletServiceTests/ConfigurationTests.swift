@@ -322,18 +322,19 @@ struct ConfigurationTests {
         #expect(try service.count("SELECT count(*) FROM wallet.entries") == 0)
     }
 
-    // MARK: The README
+    // MARK: The documentation
 
     static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 
-    /// The rows of the README's configuration table: variable (empty for a
-    /// flag alone), flag, default and meaning, as written.
-    static func readmeRows() throws -> [(variable: String, flag: String, defaultValue: String, meaning: String)] {
-        let readme = try String(contentsOf: repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
-        guard let start = readme.range(of: "\n## Configuration\n") else { return [] }
-        let section = readme[start.upperBound...]
-        let end = section.range(of: "\n## ")?.lowerBound ?? section.endIndex
+    /// The rows of the configuration table in docs/configuration.md:
+    /// variable (empty for a flag alone), flag, default and meaning, as
+    /// written.
+    static func documentedRows() throws -> [(variable: String, flag: String, defaultValue: String, meaning: String)] {
+        let page = try String(contentsOf: repositoryRoot.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
+        guard let start = page.range(of: "\n| Variable | Flag | Default | Meaning |\n") else { return [] }
+        let section = page[start.upperBound...]
+        let end = section.range(of: "\n\n")?.lowerBound ?? section.endIndex
         return section[..<end].split(separator: "\n").compactMap { line in
             guard line.hasPrefix("| "), !line.hasPrefix("| Variable"), !line.hasPrefix("| ---") else { return nil }
             let cells = line.split(separator: "|", omittingEmptySubsequences: false).dropFirst().dropLast()
@@ -343,13 +344,13 @@ struct ConfigurationTests {
         }
     }
 
-    @Test func theREADMETableIsTheConfiguration() throws {
-        let rows = try Self.readmeRows().filter { !$0.variable.isEmpty }
+    @Test func theDocumentedTableIsTheConfiguration() throws {
+        let rows = try Self.documentedRows().filter { !$0.variable.isEmpty }
         let byName = Dictionary(rows.map { ($0.variable, $0) }, uniquingKeysWith: { first, _ in first })
         #expect(byName.count == rows.count, "a variable appears twice")
         let read = Configuration.variables
         #expect(Set(byName.keys) == Set(read.map(\.name)),
-                "only in the README: \(Set(byName.keys).subtracting(read.map(\.name)).sorted()); only in the code: \(Set(read.map(\.name)).subtracting(byName.keys).sorted())")
+                "only in docs/configuration.md: \(Set(byName.keys).subtracting(read.map(\.name)).sorted()); only in the code: \(Set(read.map(\.name)).subtracting(byName.keys).sorted())")
         var mismatches: [String] = []
         for variable in read {
             guard let row = byName[variable.name] else { continue }
@@ -381,7 +382,7 @@ struct ConfigurationTests {
         }
         #expect(mismatches.isEmpty, "\(mismatches.count) rows differ from the code:\n\(mismatches.joined(separator: "\n"))")
         // The one switch without a variable.
-        #expect(try Self.readmeRows().contains { $0.variable.isEmpty && $0.flag == "`--no-migrate`" })
+        #expect(try Self.documentedRows().contains { $0.variable.isEmpty && $0.flag == "`--no-migrate`" })
     }
 
     /// Every `WALLET_…` name the code mentions (in messages and comments)

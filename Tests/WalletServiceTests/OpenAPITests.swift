@@ -51,7 +51,7 @@ struct OpenAPITests {
     }
 
     /// The support console's routes serve HTML pages for a browser, not the
-    /// API; the README documents them.
+    /// API; docs/console.md documents them.
     static func isConsole(_ path: String) -> Bool { path == "/admin" || path.hasPrefix("/admin/") }
 
     @Test func documentsEveryRouteAndNothingElse() throws {

@@ -2,7 +2,7 @@
 // in store transaction T"; the backend credits it through the wallet and tells
 // the app whether to finish the transaction.
 //
-// The rules it follows are the service's own (README "Using it" and "Errors",
+// The rules it follows are the service's own (docs/api.md and docs/errors.md,
 // docs/appstore-go-live.md "When the app may finish() a transaction"):
 //   - the flowNO is the store's transaction id, so the same purchase reported
 //     twice is credited once and the second call is a replay;
