@@ -73,6 +73,7 @@ cluster_ready_seconds_max=60
 haproxy_ready_seconds_max=15
 bouncer_ready_seconds_max=15
 stop_seconds_max=30
+etcd_stop_seconds_max=3
 
 # The role the service logs in as; post-bootstrap.sh creates it.
 wallet_password=wallet
@@ -638,7 +639,9 @@ down() {
     for name in "${members[@]}"; do
         pid=$(component_pid "$name") && pids+=("$pid")
     done
-    stop_pids "$stop_seconds_max" etcd "${pids[@]}"
+    # Nothing needs etcd's state once Patroni is gone, and three members
+    # stopping together wait on one another for a quorum: a short grace.
+    stop_pids "$etcd_stop_seconds_max" etcd "${pids[@]}"
 
     # A program of the layout still naming this directory (a pg_basebackup,
     # a post-bootstrap psql) lost its parent, so it goes too.
