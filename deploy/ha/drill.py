@@ -5,7 +5,7 @@ load and counts what clients were told against what the ledger holds.
 Run: deploy/ha/drill.py --wallet .build/release/wallet [--kinds leader,etcd,haproxy,pgbouncer]
          [--rounds N] [--switchover]
      (or `make failover`; `make test` runs
-      `--switchover --kinds pgbouncer --rounds 1 --clients 4 --pace-ms 100 --degraded-seconds 3`)
+      `--switchover --kinds haproxy,pgbouncer --rounds 1 --clients 4 --pace-ms 100 --degraded-seconds 3`)
 
 It brings the local layout up (deploy/ha/local.sh), starts two `wallet serve`
 instances, each on its own PgBouncer first, and runs client threads that
