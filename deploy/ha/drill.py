@@ -307,8 +307,7 @@ SWITCHOVER = ("switchover", "patronictl switchover")
 def etcd_status(port):
     """The member's id and the Raft leader's id it knows, or None."""
     try:
-        request_body = json.dumps({}).encode()
-        req = urllib.request.Request(f"http://127.0.0.1:{port}/v3/maintenance/status", data=request_body, method="POST")
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/v3/maintenance/status", data=b"{}", method="POST")
         with urllib.request.urlopen(req, timeout=2) as response:
             status = json.load(response)
         return status["header"]["member_id"], status.get("leader")
@@ -356,13 +355,12 @@ def make_etcd_leader(name):
 class Fault:
     """One fault: what it hit, and when the layout had routed around it."""
 
-    def __init__(self, kind, method, number, ha_dir, environment):
-        self.kind, self.method, self.number = kind, method, number
+    def __init__(self, kind, method, round_number, ha_dir, environment):
+        self.kind, self.method, self.round_number = kind, method, round_number
         self.ha_dir, self.environment = ha_dir, environment
         self.primary = leader()
         self.target = None
         self.stopped_pid = None
-        self.changed = "–"
 
     def inject(self):
         """Takes the component away; returns a condition that tells when the
@@ -393,11 +391,11 @@ class Fault:
             target = self.target
             return lambda: etcd_leader(exclude=target) not in (None, target)
         if self.method == "kill -9 HAProxy":
-            self.target = PROXIES[(self.number - 1) % len(PROXIES)]
+            self.target = PROXIES[(self.round_number - 1) % len(PROXIES)]
             os.kill(component_pid(ha_dir, self.target), signal.SIGKILL)
             return None
         if self.method == "kill -9 PgBouncer":
-            self.target = BOUNCERS[(self.number - 1) % len(BOUNCERS)]
+            self.target = BOUNCERS[(self.round_number - 1) % len(BOUNCERS)]
             os.kill(component_pid(ha_dir, self.target), signal.SIGKILL)
             return None
         raise DrillError(f"unknown fault {self.method}")
