@@ -56,7 +56,8 @@ build: deps
 # embedded database), then the API fuzzer against the built service, then
 # the support console in headless Chromium (directly, then through the TLS
 # proxy of deploy/tls), then one switchover of the high-availability layout
-# under load (the failover drill's bounded form), then a backup, a lost data
+# under load and a kill -9 of one HAProxy and of one PgBouncer (the failover
+# drill's bounded form, about 70 s), then a backup, a lost data
 # directory and two restores under load (the restore drill's bounded form:
 # about 10 s of writes either side of the backup), then the compose files'
 # rules, the alert rules (promtool; the dashboard's metrics are checked by a
@@ -76,7 +77,8 @@ test: deps
 	Scripts/api-fuzz.sh .build/debug/wallet
 	/usr/bin/python3 Tests/Browser/console_test.py --wallet .build/debug/wallet
 	/usr/bin/python3 Tests/Browser/console_tls_test.py --wallet .build/debug/wallet
-	deploy/ha/drill.py --wallet .build/debug/wallet --switchover --rounds 1 --clients 4 --pace-ms 100
+	deploy/ha/drill.py --wallet .build/debug/wallet --switchover --kinds haproxy,pgbouncer --rounds 1 \
+		--clients 4 --pace-ms 100 --degraded-seconds 3
 	deploy/backup/restore-drill.py --wallet .build/debug/wallet --before-seconds 10 --after-seconds 10 --clients 4
 	/usr/bin/python3 Scripts/check-compose.py docker-compose.yml
 	/usr/bin/python3 Scripts/check-compose.py --ha deploy/ha/docker-compose.yml
@@ -134,14 +136,19 @@ bench: deps
 	$(call install_packages,$(BENCH_APT_PACKAGES))
 	SWIFT=$(SWIFT) bench/run.sh
 
-# The failover drill: the high-availability layout on loopback, two service
-# instances through PgBouncer and HAProxy under retrying clients, and the
-# primary killed WALLET_FAILOVER_ROUNDS times (5), by kill -9 of its
-# postmaster and by stopping its Patroni in turn; then every acknowledged
-# operation is looked for in the new primary (see deploy/ha/README.md).
+# The failover drill: the high-availability layout on loopback (three etcd
+# members, three Patroni nodes, two HAProxies, a PgBouncer per instance), two
+# service instances under retrying clients, and in each of
+# WALLET_FAILOVER_ROUNDS rounds (2) every failure kind: kill -9 of the
+# primary's postmaster, stopping its Patroni, kill -9 of its etcd member, of
+# one HAProxy and of one PgBouncer. Per kind it prints acknowledged
+# operations lost and doubled and the longest write outage; then every
+# acknowledged operation is looked for in the primary (see
+# deploy/ha/README.md). WALLET_FAILOVER_KINDS picks kinds (comma-separated).
 failover: deps
 	$(SWIFT) build -c release --product wallet $(SWIFT_FLAGS)
-	deploy/ha/drill.py --wallet .build/release/wallet --rounds $${WALLET_FAILOVER_ROUNDS:-5}
+	deploy/ha/drill.py --wallet .build/release/wallet --rounds $${WALLET_FAILOVER_ROUNDS:-2} \
+		--kinds $${WALLET_FAILOVER_KINDS:-leader,etcd,haproxy,pgbouncer}
 
 # The restore drill (deploy/backup/restore-drill.py): the release service
 # under eight clients for WALLET_RESTORE_DRILL_SECONDS (60) before a full

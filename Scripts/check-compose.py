@@ -13,23 +13,28 @@ redirect ports alone, at a fixed address, and reaches every instance; every
 instance serves its metrics and probes on WALLET_OPS_LISTEN, publishes no
 port, and trusts the proxy's address in WALLET_TRUSTED_PROXIES.
 
-With --ha, the high-availability file must be valid YAML with the services
-etcd, haproxy and pgbouncer, at least two Patroni nodes (services whose
-command runs `patroni`) and at least two service instances (services named
-wallet…). Each instance must reach the database through pgbouncer, have a
-session URL to haproxy's primary port and prepared statements off, and pass
-the App Store rules above. Every file mounted from the repository must exist,
-and each Patroni node's configuration must turn on synchronous_mode and set
-primary_start_timeout to 0. For backups, each node's configuration must
-archive (archive_mode on or always) with `pgbackrest … --stanza=wallet
-archive-push`, and every node must render a pgbackrest.conf to the
-HA_BACKUP_CONFIG it names and mount one and the same volume at its
+With --ha, the high-availability file must be valid YAML with no single
+point of failure: an odd number of etcd members, three at least, each
+naming all of them in its initial cluster; at least three Patroni nodes
+(services whose command runs `patroni`), each listing every etcd member; at
+least two HAProxy instances, each checking every node; PgBouncers, each
+reaching the primary through every HAProxy; and at least two service
+instances (services named wallet…), each with a PgBouncer of its own listed
+first in WALLET_DATABASE_URL (others may follow), a session URL listing at
+least two HAProxies' primary port, prepared statements off, and the App
+Store rules above. Every file mounted from the repository must exist, every
+${NAME} of a template a service renders must be set in its environment, and
+each Patroni node's configuration must turn on synchronous_mode and
+failsafe_mode and set primary_start_timeout to 0. For backups, each node's
+configuration must archive (archive_mode on or always) with `pgbackrest …
+--stanza=wallet archive-push`, and every node must render a pgbackrest.conf
+to the HA_BACKUP_CONFIG it names and mount one and the same volume at its
 BACKUP_REPO_PATH, the repository all of them archive to.
 """
 import os
+import re
 import shlex
 import sys
-from urllib.parse import urlsplit
 
 import yaml
 
@@ -157,6 +162,9 @@ def check_patroni_config(path, name, config_path, shown):
     dcs = (config.get("bootstrap") or {}).get("dcs") or {}
     if dcs.get("synchronous_mode") is not True:
         fail(path, f"{name}: {shown} must set bootstrap.dcs.synchronous_mode: true")
+    if dcs.get("failsafe_mode") is not True:
+        fail(path, f"{name}: {shown} must set bootstrap.dcs.failsafe_mode: true (Patroni 3.0 or later), so a primary "
+                   "that reaches every other node keeps running while etcd does not answer")
     timeout = dcs.get("primary_start_timeout")
     # bool is an int in Python; `false` is not a timeout.
     if type(timeout) is not int or timeout != 0:
@@ -198,18 +206,58 @@ def check_backup(path, compose, nodes):
     return repositories.pop()
 
 
-def check_url(path, name, variable, url, host, port):
-    parts = urlsplit(str(url))
-    if parts.scheme not in ("postgres", "postgresql") or parts.hostname != host or parts.port != port:
-        fail(path, f"{name}: {variable} must point at {host}:{port}, not {url!r}")
+def database_hosts(url):
+    """(scheme, [(host, port)]) of a libpq URL, which may list several
+    hosts: postgresql://user:password@host1:6432,host2:6432/db."""
+    scheme, _, rest = str(url).partition("://")
+    authority = rest.split("/", 1)[0].rpartition("@")[2]
+    hosts = []
+    for item in authority.split(","):
+        host, _, port = item.rpartition(":") if ":" in item else (item, "", "5432")
+        hosts.append((host, int(port) if port.isdigit() else None))
+    return scheme, hosts
+
+
+def check_hosts(path, name, variable, url, candidates, port, at_least):
+    """Every host of the URL is one of `candidates` (service names) on
+    `port`, and there are at least `at_least` of them. Returns the names."""
+    scheme, hosts = database_hosts(url)
+    if scheme not in ("postgres", "postgresql") or not hosts:
+        fail(path, f"{name}: {variable} must be a postgresql:// URL, not {url!r}")
+    for host, host_port in hosts:
+        if host not in candidates or host_port != port:
+            fail(path, f"{name}: {variable} must list hosts of {sorted(candidates)} on port {port}, not {url!r}")
+    names = [host for host, _ in hosts]
+    if len(set(names)) < at_least:
+        fail(path, f"{name}: {variable} must list at least {at_least} of {sorted(candidates)}, lists {names}")
+    return names
+
+
+def rendered_templates(service):
+    """(host file, its target) for each template the command renders with
+    wallet-ha-render SOURCE TARGET."""
+    words = command_words(service)
+    mounts = dict((target, source) for source, target in bind_mounts(service))
+    return [(mounts.get(words[i + 1]), words[i + 1]) for i, word in enumerate(words[:-2]) if word == "wallet-ha-render"]
+
+
+def check_placeholders(path, base, name, service):
+    """Every ${NAME} of each template a service renders is set in its
+    environment (render.sh stops the container otherwise)."""
+    environment = service.get("environment") or {}
+    for source, target in rendered_templates(service):
+        if source is None:
+            fail(path, f"{name}: renders {target}, which no mount provides")
+        with open(os.path.join(base, source)) as file:
+            needed = set(re.findall(r"\$\{([A-Z][A-Z0-9_]*)\}", file.read()))
+        missing = sorted(needed - set(environment))
+        if missing:
+            fail(path, f"{name}: {source} needs {missing} in its environment")
 
 
 def check_ha(path, compose):
     services = compose.get("services", {})
     base = os.path.dirname(os.path.abspath(path))
-    missing = {"etcd", "haproxy", "pgbouncer"} - set(services)
-    if missing:
-        fail(path, f"missing services {sorted(missing)}")
 
     for name, service in services.items():
         for source, _ in bind_mounts(service):
@@ -221,10 +269,27 @@ def check_ha(path, compose):
             dockerfile = "Dockerfile" if isinstance(build, str) else build.get("dockerfile", "Dockerfile")
             if not os.path.isfile(os.path.join(base, context, dockerfile)):
                 fail(path, f"{name}: builds from {os.path.join(context, dockerfile)}, which does not exist")
+        check_placeholders(path, base, name, service)
 
-    nodes = [name for name, service in services.items() if "patroni" in command_words(service)]
-    if len(nodes) < 2:
-        fail(path, f"needs at least two Patroni nodes, has {nodes}")
+    def running(program):
+        return [n for n, s in services.items() if program in command_words(s)]
+
+    # etcd: an odd number of members, three at least, so one can be lost
+    # and a quorum remains; each knows all of them.
+    members = running("etcd")
+    if len(members) < 3 or len(members) % 2 == 0:
+        fail(path, f"needs an odd number of etcd members, three at least, has {members}")
+    for name in members:
+        initial = str((services[name].get("environment") or {}).get("HA_ETCD_INITIAL_CLUSTER", ""))
+        named = sorted(item.partition("=")[0] for item in initial.split(",") if item)
+        if named != sorted(members):
+            fail(path, f"{name}: HA_ETCD_INITIAL_CLUSTER must name every member {sorted(members)}, names {named}")
+
+    # Patroni: three nodes at least, so a synchronous standby remains when
+    # one is lost; each reaches every etcd member.
+    nodes = running("patroni")
+    if len(nodes) < 3:
+        fail(path, f"needs at least three Patroni nodes, has {nodes}")
     for name in nodes:
         service = services[name]
         # The mounted file its command names (read directly or rendered).
@@ -235,28 +300,59 @@ def check_ha(path, compose):
             fail(path, f"{name}: mounts no Patroni configuration that its command reads")
         for source, _ in configs:
             check_patroni_config(path, name, os.path.join(base, source), source)
+        etcd_hosts = str((service.get("environment") or {}).get("HA_ETCD_HOSTS", ""))
+        listed = sorted(item.rpartition(":")[0] for item in etcd_hosts.split(",") if item)
+        if listed != sorted(members):
+            fail(path, f"{name}: HA_ETCD_HOSTS must list every etcd member {sorted(members)}, lists {listed}")
     repository = check_backup(path, compose, nodes)
 
+    # HAProxy: two at least, each checking every node.
+    proxies = [n for n in running("haproxy") if n != "tls"]
+    if len(proxies) < 2:
+        fail(path, f"needs at least two HAProxy instances, has {proxies}")
+    for name in proxies:
+        environment = services[name].get("environment") or {}
+        reached = sorted(str(v).rpartition(":")[0] for k, v in environment.items()
+                         if re.fullmatch(r"HA_PG[0-9]+_ADDRESS", k))
+        if reached != sorted(nodes):
+            fail(path, f"{name}: must check every Patroni node {sorted(nodes)}, checks {reached}")
+
+    # PgBouncer: each reaching the primary through every HAProxy.
+    bouncers = running("pgbouncer")
+    for name in bouncers:
+        hosts = str((services[name].get("environment") or {}).get("HA_HAPROXY_HOSTS", "")).split(",")
+        if sorted(hosts) != sorted(proxies):
+            fail(path, f"{name}: HA_HAPROXY_HOSTS must list every HAProxy {sorted(proxies)}, lists {hosts}")
+
+    # The service: two instances at least, each with a PgBouncer of its own
+    # listed first; sessions through the HAProxies.
     instances = [name for name in services if name.startswith("wallet")]
     if len(instances) < 2:
         fail(path, f"needs at least two wallet instances, has {instances}")
     tls_address = check_tls(path, services, instances)
+    own = {}
     for name in instances:
         environment = services[name].get("environment") or {}
         for variable in ("WALLET_DATABASE_URL", "WALLET_DATABASE_SESSION_URL", "WALLET_DATABASE_PREPARED_STATEMENTS"):
             if variable not in environment:
                 fail(path, f"{name}: {variable} is not set")
-        check_url(path, name, "WALLET_DATABASE_URL", environment["WALLET_DATABASE_URL"], "pgbouncer", 6432)
-        check_url(path, name, "WALLET_DATABASE_SESSION_URL", environment["WALLET_DATABASE_SESSION_URL"], "haproxy", 5000)
+        pooled = check_hosts(path, name, "WALLET_DATABASE_URL", environment["WALLET_DATABASE_URL"], bouncers, 6432, 1)
+        if pooled[0] in own:
+            fail(path, f"{name}: its PgBouncer {pooled[0]} is {own[pooled[0]]}'s too; give each instance its own")
+        own[pooled[0]] = name
+        check_hosts(path, name, "WALLET_DATABASE_SESSION_URL", environment["WALLET_DATABASE_SESSION_URL"],
+                    proxies, 5000, 2)
         # A string: compose refuses a YAML boolean in an environment map.
         if environment["WALLET_DATABASE_PREPARED_STATEMENTS"] != "false":
             fail(path, f'{name}: WALLET_DATABASE_PREPARED_STATEMENTS must be "false" (PgBouncer pools transactions)')
         check_app_store(path, name, environment)
         check_instance_behind_tls(path, name, services[name], tls_address)
 
-    print(f"{path}: valid YAML with services {sorted(services)}; Patroni nodes {nodes} synchronous with "
-          f"primary_start_timeout 0, archiving through pgbackrest to volume {repository}; "
-          f"instances {instances} through pgbouncer; mounted files present")
+    print(f"{path}: valid YAML with services {sorted(services)}; etcd members {members}; Patroni nodes {nodes} "
+          f"synchronous with failsafe_mode and primary_start_timeout 0, archiving through pgbackrest to volume "
+          f"{repository}; HAProxy {proxies}; instances {instances} each through its own PgBouncer "
+          f"({', '.join(f'{own_name}: {bouncer}' for bouncer, own_name in own.items())}); "
+          f"templates' placeholders set; mounted files present")
 
 
 arguments = sys.argv[1:]

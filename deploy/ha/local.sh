@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # The high-availability database layout on this machine's loopback, from
-# Debian's packages and without containers: etcd, two Patroni nodes running
-# PostgreSQL 15, HAProxy and PgBouncer (see README.md beside this file).
+# Debian's packages and without containers: three etcd members, three
+# Patroni nodes running PostgreSQL 15, two HAProxy instances and two
+# PgBouncer instances, one for each service instance (see README.md beside
+# this file).
 #
 # Run: deploy/ha/local.sh up|down|status|backup [TYPE]
 #
-#   up      starts whatever is not running, waits until a primary, a
-#           streaming synchronous standby and both proxies answer, writes
-#           $WALLET_HA_DIR/env and prints the URLs
+#   up      starts whatever is not running, waits until every component
+#           answers (a primary, a streaming synchronous standby and a second
+#           streaming standby; both HAProxies routing to them; both
+#           PgBouncers reaching the primary), writes $WALLET_HA_DIR/env and
+#           prints the URLs
 #   status  each component with its pid and port, whether it answers, and
 #           `patronictl list`; exit status 0 only when everything answers
 #   backup  on the primary, a pgBackRest backup of TYPE full (the default),
@@ -16,15 +20,21 @@
 #   down    stops everything and removes $WALLET_HA_DIR
 #
 # State (configuration, data, sockets, pid files, logs, and the pgBackRest
-# repository both nodes archive to, backup/repo) lives under WALLET_HA_DIR,
-# /tmp/wallet-ha by default; `down` removes the backups with it. The ports
-# are fixed:
+# repository every node archives to, backup/repo) lives under WALLET_HA_DIR,
+# /tmp/wallet-ha by default; `down` removes the backups with it. The
+# addresses are fixed:
 #
-#   2379, 2380   etcd client and peer
-#   5441, 8008   node pg1: PostgreSQL and Patroni REST API
-#   5442, 8009   node pg2: PostgreSQL and Patroni REST API
-#   5000, 5001   HAProxy: the primary, the replicas
-#   6432         PgBouncer (transaction pooling), in front of port 5000
+#   127.0.0.1:2379, 2380     etcd member etcd1: client and peer
+#   127.0.0.1:22379, 22380   etcd member etcd2
+#   127.0.0.1:32379, 32380   etcd member etcd3
+#   127.0.0.1:5441, 8008     node pg1: PostgreSQL and Patroni REST API
+#   127.0.0.1:5442, 8009     node pg2
+#   127.0.0.1:5443, 8010     node pg3
+#   127.0.0.1:5000, 5001     haproxy1: the primary, the replicas
+#   127.0.0.2:5000, 5001     haproxy2 (127.0.0.2 is loopback too)
+#   127.0.0.1:6432           pgbouncer1 (transaction pooling), for the first
+#                            service instance, reaching either HAProxy
+#   127.0.0.1:6433           pgbouncer2, for the second
 #
 # As root it installs missing Debian packages and runs every component as
 # the postgres user; otherwise it runs them as the current user.
@@ -35,29 +45,45 @@ dir=${WALLET_HA_DIR:-/tmp/wallet-ha}
 python=/usr/bin/python3
 pg_bin=/usr/lib/postgresql/15/bin
 
-nodes=(pg1 pg2)
-declare -A pg_port=([pg1]=5441 [pg2]=5442) rest_port=([pg1]=8008 [pg2]=8009)
-etcd_port=2379
-etcd_peer_port=2380
+members=(etcd1 etcd2 etcd3)
+declare -A etcd_port=([etcd1]=2379 [etcd2]=22379 [etcd3]=32379) \
+    etcd_peer_port=([etcd1]=2380 [etcd2]=22380 [etcd3]=32380)
+nodes=(pg1 pg2 pg3)
+declare -A pg_port=([pg1]=5441 [pg2]=5442 [pg3]=5443) rest_port=([pg1]=8008 [pg2]=8009 [pg3]=8010)
+# Each node talks to its own etcd member first.
+declare -A node_member=([pg1]=etcd1 [pg2]=etcd2 [pg3]=etcd3)
+proxies=(haproxy1 haproxy2)
+declare -A proxy_host=([haproxy1]=127.0.0.1 [haproxy2]=127.0.0.2)
 primary_port=5000
 replica_port=5001
-bouncer_port=6432
-all_ports=("$etcd_port" "$etcd_peer_port" 5441 5442 8008 8009 "$primary_port" "$replica_port" "$bouncer_port")
+bouncers=(pgbouncer1 pgbouncer2)
+declare -A bouncer_port=([pgbouncer1]=6432 [pgbouncer2]=6433)
+# Every address:port the layout listens on.
+all_addresses=()
+for name in "${members[@]}"; do all_addresses+=("127.0.0.1:${etcd_port[$name]}" "127.0.0.1:${etcd_peer_port[$name]}"); done
+for name in "${nodes[@]}"; do all_addresses+=("127.0.0.1:${pg_port[$name]}" "127.0.0.1:${rest_port[$name]}"); done
+for name in "${proxies[@]}"; do all_addresses+=("${proxy_host[$name]}:$primary_port" "${proxy_host[$name]}:$replica_port"); done
+for name in "${bouncers[@]}"; do all_addresses+=("127.0.0.1:${bouncer_port[$name]}"); done
 
 packages=(patroni etcd-server haproxy pgbouncer postgresql-15 postgresql-client-15 iproute2 pgbackrest)
 
 # Seconds each wait may take before it gives up.
-etcd_ready_seconds_max=15
+etcd_ready_seconds_max=20
 cluster_ready_seconds_max=60
 haproxy_ready_seconds_max=15
 bouncer_ready_seconds_max=15
 stop_seconds_max=30
+etcd_stop_seconds_max=3
 
 # The role the service logs in as; post-bootstrap.sh creates it.
 wallet_password=wallet
-bouncer_url="postgresql://wallet:$wallet_password@127.0.0.1:$bouncer_port/wallet"
-session_url="postgresql://wallet:$wallet_password@127.0.0.1:$primary_port/wallet"
-replica_url="postgresql://wallet:$wallet_password@127.0.0.1:$replica_port/wallet"
+# Each service instance lists its own PgBouncer first and the other second:
+# libpq tries them in order, so an instance whose PgBouncer is gone keeps
+# working through the other. Sessions go to either HAProxy the same way.
+bouncer_url="postgresql://wallet:$wallet_password@127.0.0.1:6432,127.0.0.1:6433/wallet"
+bouncer2_url="postgresql://wallet:$wallet_password@127.0.0.1:6433,127.0.0.1:6432/wallet"
+session_url="postgresql://wallet:$wallet_password@127.0.0.1:$primary_port,127.0.0.2:$primary_port/wallet"
+replica_url="postgresql://wallet:$wallet_password@127.0.0.1:$replica_port,127.0.0.2:$replica_port/wallet"
 
 conf=$dir/conf
 run=$dir/run
@@ -141,19 +167,27 @@ component_pid() {
     echo "$pid"
 }
 
-port_listening() {
-    [[ -n $(ss -Hltn "sport = :$1") ]]
+# Whether something listens on ADDRESS:PORT, on that address or on every
+# address.
+address_listening() {
+    local port=${1##*:} local_address
+    for local_address in $(ss -Hltn "sport = :$port" | awk '{print $4}'); do
+        case $local_address in
+            "$1" | "0.0.0.0:$port" | "*:$port" | "[::]:$port") return 0 ;;
+        esac
+    done
+    return 1
 }
 
-# start NAME PORTS COMMAND...: runs COMMAND in a session of its own, as the
-# owner, with a clean environment plus component_env, its output appended to
-# log/NAME.log. PORTS (space-separated) must be free.
+# start NAME ADDRESSES COMMAND...: runs COMMAND in a session of its own, as
+# the owner, with a clean environment plus component_env, its output appended
+# to log/NAME.log. ADDRESSES (address:port, space-separated) must be free.
 start() {
-    local name=$1 ports=$2 port pid
+    local name=$1 addresses=$2 address pid
     shift 2
-    for port in $ports; do
-        if port_listening "$port"; then
-            die "$name: port $port is already in use by another process (see: ss -ltnp 'sport = :$port'); a system service from the Debian package, perhaps"
+    for address in $addresses; do
+        if address_listening "$address"; then
+            die "$name: $address is already in use by another process (see: ss -ltnp 'sport = :${address##*:}'); a system service from the Debian package, perhaps"
         fi
     done
     # Not a process group leader here, so setsid execs in place too.
@@ -220,13 +254,21 @@ postmaster_pid() {
 
 # --- probes -------------------------------------------------------------
 
-# probe etcd | cluster | leader | routes: asks etcd, the Patroni REST APIs or the
-# HAProxy stats socket. Prints one line; exit status 0 when healthy.
+# probe etcd [MEMBER] | cluster | leader | routes HAPROXY: asks the etcd
+# members (all, or one), the Patroni REST APIs or an HAProxy's stats socket.
+# Prints one line; exit status 0 when healthy.
 probe() {
-    "$python" - "$@" "$run" "${rest_port[pg1]}" "${rest_port[pg2]}" <<'PY'
-import csv, json, socket, sys, urllib.request
+    local member rest_ports=() etcd_ports=()
+    for member in "${nodes[@]}"; do rest_ports+=("${rest_port[$member]}"); done
+    for member in "${members[@]}"; do etcd_ports+=("$member=${etcd_port[$member]}"); done
+    HA_PROBE_RUN=$run HA_PROBE_REST_PORTS="${rest_ports[*]}" HA_PROBE_ETCD="${etcd_ports[*]}" \
+        "$python" - "$@" <<'PY'
+import csv, json, os, socket, sys, urllib.request
 
-what, run, rest_ports = sys.argv[1], sys.argv[2], sys.argv[3:]
+what, argument = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else None)
+run = os.environ["HA_PROBE_RUN"]
+rest_ports = os.environ["HA_PROBE_REST_PORTS"].split()
+etcd_ports = dict(item.split("=") for item in os.environ["HA_PROBE_ETCD"].split())
 
 def get(url):
     with urllib.request.urlopen(url, timeout=2) as response:
@@ -241,24 +283,29 @@ def cluster():
     return None
 
 def health():
-    """Names of the leader and of the streaming synchronous standby, or None."""
+    """(leader, synchronous standby) when every node runs: a running leader,
+    and every other node streaming from it, one of them synchronously."""
     members = (cluster() or {}).get("members", [])
     leaders = [m for m in members if m.get("role") == "leader" and m.get("state") == "running"]
-    standbys = [m for m in members if m.get("role") == "sync_standby" and m.get("state") in ("running", "streaming")]
-    if len(leaders) != 1 or not standbys:
+    replicas = [m for m in members if m.get("role") in ("replica", "sync_standby")
+                and m.get("state") in ("running", "streaming")]
+    if len(leaders) != 1 or len(members) != len(rest_ports) or len(replicas) != len(rest_ports) - 1:
         return None, members
     leader = get(leaders[0]["api_url"])
-    streaming = {r.get("application_name") for r in leader.get("replication", [])
-                 if r.get("state") == "streaming" and r.get("sync_state") == "sync"}
-    standby = next((m["name"] for m in standbys if m["name"] in streaming), None)
+    streaming = {r.get("application_name"): r.get("sync_state") for r in leader.get("replication", [])
+                 if r.get("state") == "streaming"}
+    if any(m["name"] not in streaming for m in replicas):
+        return None, members
+    standby = next((m["name"] for m in replicas if m.get("role") == "sync_standby"
+                    and streaming[m["name"]] == "sync"), None)
     return (leaders[0]["name"], standby) if standby else None, members
 
-def routes():
-    """Servers HAProxy sends connections to, per listener; "UP 1/2" is an
+def routes(proxy):
+    """Servers an HAProxy sends connections to, per listener; "UP 1/2" is an
     up server that failed one check and still gets connections."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
         connection.settimeout(2)
-        connection.connect(f"{run}/haproxy.sock")
+        connection.connect(f"{run}/{proxy}.sock")
         connection.sendall(b"show stat\n")
         data = b""
         while chunk := connection.recv(65536):
@@ -270,15 +317,26 @@ def routes():
             up[row["pxname"]].append(row["svname"])
     return up
 
+def etcd_healthy(port):
+    try:
+        return get(f"http://127.0.0.1:{port}/health").get("health") == "true"
+    except (OSError, ValueError):
+        return False
+
 try:
     if what == "etcd":
-        ok = get("http://127.0.0.1:2379/health").get("health") == "true"
-        print("healthy" if ok else "unhealthy")
+        # One member, or all: each answers healthy once the members agree on
+        # a Raft leader.
+        ports = [etcd_ports[argument]] if argument else list(etcd_ports.values())
+        healthy = [port for port in ports if etcd_healthy(port)]
+        ok = len(healthy) == len(ports)
+        print("healthy" if argument and ok else f"{len(healthy)} of {len(ports)} members healthy")
     elif what == "cluster":
         pair, members = health()
         ok = pair is not None
         if ok:
-            print(f"primary {pair[0]}, streaming synchronous standby {pair[1]}")
+            others = sorted(m["name"] for m in members if m["name"] not in pair)
+            print(f"primary {pair[0]}, streaming synchronous standby {pair[1]}, streaming standby {', '.join(others)}")
         else:
             print("; ".join(f"{m.get('name')} {m.get('role')} {m.get('state')}" for m in members) or "no members")
     elif what == "leader":
@@ -287,10 +345,11 @@ try:
         print(leaders[0] if ok else "no leader")
     elif what == "routes":
         # Healthy: port 5000 leads to the Patroni leader only, and port 5001
-        # to the standby only.
-        up = routes()
-        pair, _ = health()
-        ok = pair is not None and up["primary"] == [pair[0]] and up["replicas"] == [pair[1]]
+        # to the two standbys only.
+        up = routes(argument)
+        pair, members = health()
+        standbys = sorted(m["name"] for m in members if pair and m["name"] != pair[0])
+        ok = pair is not None and up["primary"] == [pair[0]] and sorted(up["replicas"]) == standbys
         print(f"5000 -> {','.join(up['primary']) or 'none'}; 5001 -> {','.join(up['replicas']) or 'none'}")
     else:
         sys.exit(f"unknown probe {what}")
@@ -301,13 +360,25 @@ sys.exit(0 if ok else 1)
 PY
 }
 
+# bouncer_answers NAME: SELECT 1 as wallet through that PgBouncer alone.
 bouncer_answers() {
-    PGCONNECT_TIMEOUT=2 "$pg_bin/psql" "$bouncer_url" --no-psqlrc -tAc 'SELECT 1' 2>&1
+    PGCONNECT_TIMEOUT=2 "$pg_bin/psql" "postgresql://wallet:$wallet_password@127.0.0.1:${bouncer_port[$1]}/wallet" \
+        --no-psqlrc -tAc 'SELECT 1' 2>&1
+}
+
+bouncers_answer() {
+    local name
+    for name in "${bouncers[@]}"; do bouncer_answers "$name" >/dev/null || return 1; done
+}
+
+routes_healthy() {
+    local name
+    for name in "${proxies[@]}"; do probe routes "$name" >/dev/null || return 1; done
 }
 
 bouncer_status() {
     local answer
-    answer=$(bouncer_answers) || { echo "$answer"; return 1; }
+    answer=$(bouncer_answers "$1") || { echo "$answer"; return 1; }
     echo "SELECT 1 as wallet on the primary"
 }
 
@@ -323,24 +394,35 @@ configure() {
     mkdir -p "$conf" "$run" "$log" "$dir/data" "$dir/backup/repo"
     touch "$marker"
     chmod 700 "$dir" "$conf" "$run" "$dir/data" "$dir/backup" "$dir/backup/repo"
-    local superuser_password replication_password rest_password node
+    local superuser_password replication_password rest_password node member name initial_cluster=() etcd_hosts
     superuser_password=$(secret)
     replication_password=$(secret)
     rest_password=$(secret)
 
-    HA_ETCD_DATA_DIR=$dir/data/etcd HA_ETCD_LISTEN_HOST=127.0.0.1 HA_ETCD_HOST=127.0.0.1 \
-        "$here/render.sh" "$here/etcd.yml" "$conf/etcd.yml"
+    for member in "${members[@]}"; do initial_cluster+=("$member=http://127.0.0.1:${etcd_peer_port[$member]}"); done
+    for member in "${members[@]}"; do
+        HA_ETCD_NAME=$member HA_ETCD_DATA_DIR=$dir/data/$member \
+            HA_ETCD_LISTEN_CLIENT=127.0.0.1:${etcd_port[$member]} HA_ETCD_CLIENT_ADDRESS=127.0.0.1:${etcd_port[$member]} \
+            HA_ETCD_LISTEN_PEER=127.0.0.1:${etcd_peer_port[$member]} HA_ETCD_PEER_ADDRESS=127.0.0.1:${etcd_peer_port[$member]} \
+            HA_ETCD_INITIAL_CLUSTER=$(IFS=,; echo "${initial_cluster[*]}") \
+            "$here/render.sh" "$here/etcd.yml" "$conf/$member.yml"
+    done
 
     for node in "${nodes[@]}"; do
+        # The node's own etcd member first, then the others.
+        etcd_hosts=127.0.0.1:${etcd_port[${node_member[$node]}]}
+        for member in "${members[@]}"; do
+            [[ $member == "${node_member[$node]}" ]] || etcd_hosts+=",127.0.0.1:${etcd_port[$member]}"
+        done
         HA_NODE=$node \
             HA_PG_LISTEN=127.0.0.1:${pg_port[$node]} HA_PG_ADDRESS=127.0.0.1:${pg_port[$node]} \
             HA_REST_LISTEN=127.0.0.1:${rest_port[$node]} HA_REST_ADDRESS=127.0.0.1:${rest_port[$node]} \
-            HA_ETCD_ADDRESS=127.0.0.1:$etcd_port HA_DATA_DIR=$dir/data/$node HA_RUN_DIR=$run \
+            HA_ETCD_HOSTS=$etcd_hosts HA_DATA_DIR=$dir/data/$node HA_RUN_DIR=$run \
             HA_POST_BOOTSTRAP=$conf/post-bootstrap.sh \
             HA_SUPERUSER_PASSWORD=$superuser_password HA_REPLICATION_PASSWORD=$replication_password \
             HA_REST_PASSWORD=$rest_password HA_BACKUP_CONFIG=$conf/pgbackrest-$node.conf \
             "$here/render.sh" "$here/patroni.yml" "$conf/$node.yml"
-        # One repository, which both nodes reach as a directory of this
+        # One repository, which every node reaches as a directory of this
         # machine; each node's own data directory, port and lock directory.
         BACKUP_REPO_PATH=$dir/backup/repo BACKUP_PG_DATA=$dir/data/$node BACKUP_PG_SOCKET_DIR=$run \
             BACKUP_PG_PORT=${pg_port[$node]} BACKUP_LOG_DIR=$log BACKUP_LOCK_DIR=$run/pgbackrest-$node \
@@ -350,13 +432,19 @@ configure() {
     HA_SUPERUSER_PASSWORD=$superuser_password "$here/render.sh" "$here/backup.pgpass" "$conf/backup.pgpass"
     install -m 700 "$here/post-bootstrap.sh" "$conf/post-bootstrap.sh"
 
-    HA_HAPROXY_LISTEN=127.0.0.1 HA_RUN_DIR=$run \
-        HA_PG1_ADDRESS=127.0.0.1:${pg_port[pg1]} HA_PG1_REST_PORT=${rest_port[pg1]} \
-        HA_PG2_ADDRESS=127.0.0.1:${pg_port[pg2]} HA_PG2_REST_PORT=${rest_port[pg2]} \
-        "$here/render.sh" "$here/haproxy.cfg" "$conf/haproxy.cfg"
+    for name in "${proxies[@]}"; do
+        HA_HAPROXY_NAME=$name HA_HAPROXY_LISTEN=${proxy_host[$name]} HA_RUN_DIR=$run \
+            HA_PG1_ADDRESS=127.0.0.1:${pg_port[pg1]} HA_PG1_REST_PORT=${rest_port[pg1]} \
+            HA_PG2_ADDRESS=127.0.0.1:${pg_port[pg2]} HA_PG2_REST_PORT=${rest_port[pg2]} \
+            HA_PG3_ADDRESS=127.0.0.1:${pg_port[pg3]} HA_PG3_REST_PORT=${rest_port[pg3]} \
+            "$here/render.sh" "$here/haproxy.cfg" "$conf/$name.cfg"
+    done
 
-    HA_BOUNCER_LISTEN=127.0.0.1 HA_HAPROXY_HOST=127.0.0.1 HA_RUN_DIR=$run HA_CONF_DIR=$conf \
-        "$here/render.sh" "$here/pgbouncer.ini" "$conf/pgbouncer.ini"
+    for name in "${bouncers[@]}"; do
+        HA_BOUNCER_LISTEN=127.0.0.1 HA_BOUNCER_PORT=${bouncer_port[$name]} \
+            HA_HAPROXY_HOSTS="${proxy_host[haproxy1]},${proxy_host[haproxy2]}" HA_RUN_DIR=$run HA_CONF_DIR=$conf \
+            "$here/render.sh" "$here/pgbouncer.ini" "$conf/$name.ini"
+    done
     HA_WALLET_PASSWORD=$wallet_password "$here/render.sh" "$here/userlist.txt" "$conf/userlist.txt"
 
     [[ $owner == "$(id -un)" ]] || chown -R "$owner:" "$dir"
@@ -365,7 +453,10 @@ configure() {
 write_env() {
     cat >"$dir/env" <<EOF
 # Written by deploy/ha/local.sh up. Use: . $dir/env
+# WALLET_DATABASE_URL is a first service instance's (pgbouncer1, then
+# pgbouncer2); WALLET_HA_DATABASE_URL_2 a second instance's (the other order).
 export WALLET_DATABASE_URL=$bouncer_url
+export WALLET_HA_DATABASE_URL_2=$bouncer2_url
 export WALLET_DATABASE_SESSION_URL=$session_url
 export WALLET_DATABASE_PREPARED_STATEMENTS=false
 export WALLET_HA_DIR=$dir
@@ -376,7 +467,8 @@ EOF
 
 print_urls() {
     cat <<EOF
-through PgBouncer:    $bouncer_url
+first instance:       $bouncer_url
+second instance:      $bouncer2_url
 primary, no pooling:  $session_url
 replicas:             $replica_url
 patronictl:           patronictl -c $conf/pg1.yml list
@@ -388,12 +480,14 @@ EOF
 
 everything_answers() {
     local name
-    for name in etcd pg1 pg2 haproxy pgbouncer; do component_pid "$name" >/dev/null || return 1; done
-    probe routes >/dev/null && bouncer_answers >/dev/null
+    for name in "${members[@]}" "${nodes[@]}" "${proxies[@]}" "${bouncers[@]}"; do
+        component_pid "$name" >/dev/null || return 1
+    done
+    probe etcd >/dev/null && routes_healthy && bouncers_answer
 }
 
 up() {
-    local started node
+    local started name
     started=$(now)
     check_directory
     install_packages
@@ -402,37 +496,51 @@ up() {
         print_urls
         return 0
     fi
-    [[ -e $conf/pgbouncer.ini ]] || configure
+    [[ -e $conf/pgbouncer2.ini ]] || configure
 
+    # Every member before the wait: one member alone has no quorum.
     component_env=()
-    if ! component_pid etcd >/dev/null; then
-        start etcd "$etcd_port $etcd_peer_port" /usr/bin/etcd --config-file "$conf/etcd.yml"
-    fi
-    await "etcd on 127.0.0.1:$etcd_port" "$etcd_ready_seconds_max" etcd probe etcd
-
-    for node in "${nodes[@]}"; do
-        component_env=(HA_WALLET_PASSWORD="$wallet_password" HA_BACKUP_CONFIG="$conf/pgbackrest-$node.conf")
-        if ! component_pid "$node" >/dev/null; then
-            start "$node" "${pg_port[$node]} ${rest_port[$node]}" /usr/bin/patroni "$conf/$node.yml"
+    for name in "${members[@]}"; do
+        if ! component_pid "$name" >/dev/null; then
+            start "$name" "127.0.0.1:${etcd_port[$name]} 127.0.0.1:${etcd_peer_port[$name]}" \
+                /usr/bin/etcd --config-file "$conf/$name.yml"
         fi
     done
-    await "Patroni cluster (a primary and a streaming synchronous standby)" "$cluster_ready_seconds_max" "pg1 pg2" \
-        probe cluster
+    await "etcd (every member healthy)" "$etcd_ready_seconds_max" "${members[*]}" probe etcd
+    echo "etcd: $(probe etcd)"
+
+    for name in "${nodes[@]}"; do
+        component_env=(HA_WALLET_PASSWORD="$wallet_password" HA_BACKUP_CONFIG="$conf/pgbackrest-$name.conf")
+        if ! component_pid "$name" >/dev/null; then
+            start "$name" "127.0.0.1:${pg_port[$name]} 127.0.0.1:${rest_port[$name]}" /usr/bin/patroni "$conf/$name.yml"
+        fi
+    done
+    await "Patroni cluster (a primary, a streaming synchronous standby and a streaming standby)" \
+        "$cluster_ready_seconds_max" "${nodes[*]}" probe cluster
     echo "patroni: $(probe cluster)"
 
     component_env=()
-    if ! component_pid haproxy >/dev/null; then
-        start haproxy "$primary_port $replica_port" /usr/sbin/haproxy -db -f "$conf/haproxy.cfg"
-    fi
-    await "HAProxy routing port $primary_port to the primary and $replica_port to the standby" "$haproxy_ready_seconds_max" "haproxy pg1 pg2" \
-        probe routes
-    echo "haproxy: $(probe routes)"
+    for name in "${proxies[@]}"; do
+        if ! component_pid "$name" >/dev/null; then
+            start "$name" "${proxy_host[$name]}:$primary_port ${proxy_host[$name]}:$replica_port" \
+                /usr/sbin/haproxy -db -f "$conf/$name.cfg"
+        fi
+    done
+    for name in "${proxies[@]}"; do
+        await "$name routing ${proxy_host[$name]}:$primary_port to the primary and :$replica_port to the standbys" \
+            "$haproxy_ready_seconds_max" "$name ${nodes[*]}" probe routes "$name"
+        echo "$name: $(probe routes "$name")"
+    done
 
-    if ! component_pid pgbouncer >/dev/null; then
-        start pgbouncer "$bouncer_port" /usr/sbin/pgbouncer "$conf/pgbouncer.ini"
-    fi
-    await "PgBouncer on 127.0.0.1:$bouncer_port (SELECT 1 as wallet)" "$bouncer_ready_seconds_max" "pgbouncer haproxy" \
-        bouncer_answers
+    for name in "${bouncers[@]}"; do
+        if ! component_pid "$name" >/dev/null; then
+            start "$name" "127.0.0.1:${bouncer_port[$name]}" /usr/sbin/pgbouncer "$conf/$name.ini"
+        fi
+    done
+    for name in "${bouncers[@]}"; do
+        await "$name on 127.0.0.1:${bouncer_port[$name]} (SELECT 1 as wallet)" "$bouncer_ready_seconds_max" \
+            "$name ${proxies[*]}" bouncer_answers "$name"
+    done
 
     write_env
     echo "up in $(elapsed_since "$started") s ($dir)"
@@ -459,7 +567,7 @@ status() {
             answer="does not answer: ${answer:-no output}"
             healthy=1
         fi
-        printf '%-10s pid %-8s %-26s %s\n' "$name" "$pid" "$ports" "${answer//$'\n'/ }"
+        printf '%-10s pid %-8s %-30s %s\n' "$name" "$pid" "$ports" "${answer//$'\n'/ }"
     }
     node_state() {
         local node=$1 role
@@ -475,12 +583,18 @@ print(node.get("role"), node.get("state"))' "http://127.0.0.1:${rest_port[$node]
         fi
         echo "$role; PostgreSQL pid $(postmaster_pid "$node" || echo ?) accepting connections"
     }
-    line etcd "127.0.0.1:$etcd_port" probe etcd
+    for name in "${members[@]}"; do
+        line "$name" "127.0.0.1:${etcd_port[$name]}" probe etcd "$name"
+    done
     for name in "${nodes[@]}"; do
         line "$name" "127.0.0.1:${pg_port[$name]} REST :${rest_port[$name]}" node_state "$name"
     done
-    line haproxy "127.0.0.1:$primary_port,$replica_port" probe routes
-    line pgbouncer "127.0.0.1:$bouncer_port" bouncer_status
+    for name in "${proxies[@]}"; do
+        line "$name" "${proxy_host[$name]}:$primary_port,$replica_port" probe routes "$name"
+    done
+    for name in "${bouncers[@]}"; do
+        line "$name" "127.0.0.1:${bouncer_port[$name]}" bouncer_status "$name"
+    done
     if state=$(probe cluster); then echo "cluster:   $state"; else echo "cluster:   not ready: $state"; healthy=1; fi
     echo
     timeout 10 patronictl -c "$conf/pg1.yml" list || healthy=1
@@ -495,19 +609,21 @@ down() {
         echo "nothing to stop ($dir does not exist)"
         return 0
     fi
-    for name in pgbouncer haproxy; do
-        pid=$(component_pid "$name") && stop_pids "$stop_seconds_max" "$name" "$pid"
+    for name in "${bouncers[@]}" "${proxies[@]}"; do
+        pid=$(component_pid "$name") && pids+=("$pid")
     done
-    # The standby first: stopping, it waits for the primary to take it out
-    # of the synchronous set, and a primary stopped first would hand over to
-    # it. With no leader known, both at once.
+    stop_pids "$stop_seconds_max" "pgbouncer, haproxy" "${pids[@]}"
+    # The standbys first, together: stopping, each waits for the primary to
+    # take it out of the synchronous set, and a primary stopped first would
+    # hand over to one of them. With no leader known, all at once.
     local leader
     leader=$(probe leader 2>/dev/null) || leader=
+    pids=()
     for name in "${nodes[@]}"; do
         [[ $name == "$leader" ]] && continue
         pid=$(component_pid "$name") && pids+=("$pid")
     done
-    [[ -n $leader ]] && stop_pids "$stop_seconds_max" "patroni (standby)" "${pids[@]}" && pids=()
+    [[ -n $leader ]] && stop_pids "$stop_seconds_max" "patroni (standbys)" "${pids[@]}" && pids=()
     pid=$(component_pid "$leader") && pids+=("$pid")
     stop_pids "$stop_seconds_max" "patroni" "${pids[@]}"
     # A PostgreSQL left behind by a Patroni that had to be killed.
@@ -519,7 +635,13 @@ down() {
         kill -QUIT "${pids[@]}" 2>/dev/null || true
         stop_pids 10 "postgres" "${pids[@]}"
     fi
-    pid=$(component_pid etcd) && stop_pids "$stop_seconds_max" etcd "$pid"
+    pids=()
+    for name in "${members[@]}"; do
+        pid=$(component_pid "$name") && pids+=("$pid")
+    done
+    # Nothing needs etcd's state once Patroni is gone, and three members
+    # stopping together wait on one another for a quorum: a short grace.
+    stop_pids "$etcd_stop_seconds_max" etcd "${pids[@]}"
 
     # A program of the layout still naming this directory (a pg_basebackup,
     # a post-bootstrap psql) lost its parent, so it goes too.
@@ -535,10 +657,10 @@ down() {
     done
     [[ ${#pids[@]} -gt 0 ]] && stop_pids 5 "leftover" "${pids[@]}"
 
-    local port busy=()
-    for port in "${all_ports[@]}"; do port_listening "$port" && busy+=("$port"); done
+    local address busy=()
+    for address in "${all_addresses[@]}"; do address_listening "$address" && busy+=("$address"); done
     [[ ${#busy[@]} == 0 ]] ||
-        die "the layout is stopped, but other processes listen on port ${busy[*]} (ss -ltnp); $dir kept until they are gone"
+        die "the layout is stopped, but other processes listen on ${busy[*]} (ss -ltnp); $dir kept until they are gone"
     rm -rf "$dir"
     echo "down in $(elapsed_since "$started") s; removed $dir"
 }
