@@ -37,22 +37,29 @@ public final class ServerProcess: Sendable {
         self.process = process
         let handle = output.fileHandleForReading
         let collected = collected
-        handle.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                collected.withLock { $0.ended = true }
-            } else {
-                collected.withLock { $0.text += String(decoding: data, as: UTF8.self) }
-            }
-            collected.broadcast()
-        }
         process.terminationHandler = { process in
             let status = process.terminationStatus
             collected.withLock { $0.exitStatus = status }
             collected.broadcast()
         }
         try process.run()
+        // Blocking reads on a thread of their own, until end of file, which
+        // holds the descriptor open for as long as it reads. (A
+        // readabilityHandler's dispatch source could still be registered
+        // when the descriptor closed, and crash the test process when its
+        // number was reused.)
+        Thread {
+            var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { Glibc.read(handle.fileDescriptor, $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { break }
+                collected.withLock { $0.text += String(decoding: buffer[..<count], as: UTF8.self) }
+                collected.broadcast()
+            }
+            collected.withLock { $0.ended = true }
+            collected.broadcast()
+        }.start()
     }
 
     public var output: String { collected.withLock { $0.text } }
