@@ -220,7 +220,7 @@ class Service:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.process.kill()
-                self.process.wait()
+                self.process.wait(timeout=10)
 
 
 def make_template(wallet, work):
@@ -341,15 +341,18 @@ class Shell:
             os.killpg(self.process.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        self.process.wait()
+        self.process.wait(timeout=10)
 
     def close(self):
+        """Ends the shell at its input's end, then stops whatever it left
+        running in the background."""
         if self.process.poll() is None:
             self.process.stdin.close()
             try:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                self.kill()
+                pass
+        self.kill()
 
 
 def check_command(shell, page, number, command, expected):

@@ -113,7 +113,8 @@ done
 APP_KEY=$(awk '/app-backend \(credit, read\):/ {print $NF}' "$WORK/serve.out")
 GAME_KEY=$(awk '/game-server \(debit, grant, read\):/ {print $NF}' "$WORK/serve.out")
 [ -n "$APP_KEY" ] && [ -n "$GAME_KEY" ] || { echo "run.sh: no development keys printed within 45 s" >&2; exit 1; }
-EVENTS_KEY=$(timeout 30 "${WALLET_CMD[@]}" keys create --name examples-events --scopes events,read | tail -1)
+EVENTS_KEY=$(timeout 30 "${WALLET_CMD[@]}" keys create --name examples-events --scopes events,read | tail -1) \
+    || { echo "run.sh: could not create the examples-events key" >&2; exit 1; }
 echo "run.sh: wallet serve on $URL ($(elapsed) s); keys: app-backend, game-server, examples-events (events,read)"
 
 # The checks.
@@ -182,8 +183,12 @@ check "player-ann's holds: one captured for 500, one released" \
     "$(api "sorted((h.status, h.captured_amount) for h in w.list_holds('player-ann').holds)")" \
     "[('captured', 500), ('released', None)]"
 check "player-ann's balance after the sale" "$(balance player-ann)" 100
-run shop-shield "${shop[@]}" sell --user player-dan --item shield || fail "shop sell shield exited non-zero"
+run shop-shield "${shop[@]}" sell --user player-dan --item shield --order order-shield-1 || fail "shop sell shield exited non-zero"
 has_line "the shield is sold" "$WORK/shop-shield.out" '^sold shield to player-dan for 300 coin: .*; balance 300 '
+run shop-shield-again "${shop[@]}" sell --user player-dan --item shield --order order-shield-1 \
+    || fail "shop sell shield again exited non-zero"
+has_line "the same order again sells nothing twice" "$WORK/shop-shield-again.out" '^order order-shield-1 has ended: delivered$'
+check "player-dan paid once" "$(balance player-dan)" 300
 run shop-follow-1 "${shop[@]}" follow || fail "shop follow exited non-zero"
 has_line "the feed so far takes nothing back" "$WORK/shop-follow-1.out" '^followed the feed after event 0 to event [0-9]+: [0-9]+ event\(s\), 0 item\(s\) revoked$'
 

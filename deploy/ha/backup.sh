@@ -21,11 +21,31 @@ case $type in
         ;;
 esac
 rest=${HA_REST_URL:-http://127.0.0.1:8008}
-# Patroni answers 200 on /primary on the leader only.
-if ! python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/primary", timeout=5)' "$rest" 2>/dev/null; then
-    echo "backup.sh: this node is not the primary ($rest/primary); nothing to do"
-    exit 0
-fi
+# Patroni answers 200 on /primary on the leader only, and 503 elsewhere;
+# no answer at all is an error, not a standby: a backup must not be skipped
+# silently because Patroni is down.
+role=$(python3 - "$rest" <<'PY'
+import sys, urllib.error, urllib.request
+try:
+    urllib.request.urlopen(sys.argv[1] + "/primary", timeout=5)
+    print("primary")
+except urllib.error.HTTPError:
+    print("standby")
+except OSError as error:
+    print(f"unreachable: {error}")
+PY
+)
+case $role in
+    primary) ;;
+    standby)
+        echo "backup.sh: this node is not the primary ($rest/primary); nothing to do"
+        exit 0
+        ;;
+    *)
+        echo "backup.sh: cannot ask Patroni whether this node is the primary ($rest/primary): $role" >&2
+        exit 1
+        ;;
+esac
 PGPASSFILE=${HA_BACKUP_PGPASS:-/run/wallet-ha/backup.pgpass}
 export PGPASSFILE
 exec pgbackrest --config="${HA_BACKUP_CONFIG:-/run/wallet-ha/pgbackrest.conf}" --stanza=wallet --type="$type" backup

@@ -215,12 +215,12 @@ class Ledger:
         # the restore drill compares them with a recovery target time.
         self.times = {}
         self.retries = {}            # kind -> count
-        self.attempts = []           # (started, finished, ok, retry kind)
+        self.attempts = []           # (started, finished, ok)
         self.refused = []            # unexpected answers
 
     def attempt(self, started, finished, ok, retry_kind=None):
         with self.lock:
-            self.attempts.append((started, finished, ok, retry_kind))
+            self.attempts.append((started, finished, ok))
             if retry_kind:
                 self.retries[retry_kind] = self.retries.get(retry_kind, 0) + 1
 
@@ -338,9 +338,9 @@ def etcd_leader(exclude=None):
 def make_etcd_leader(name):
     """Moves Raft leadership to member NAME (etcd's MoveLeader), so that the
     member killed is both the primary's own and the Raft leader."""
-    if etcd_leader() == name:
-        return
     current = etcd_leader()
+    if current == name:
+        return
     if current is None:
         raise DrillError("etcd: no agreed Raft leader")
     target_id = etcd_members()[name][0]
@@ -441,7 +441,7 @@ def longest_waits(clients, since, until, pace_seconds):
 
 def failed_attempts(ledger, since, until):
     with ledger.lock:
-        return sum(1 for started, finished, ok, _ in ledger.attempts if not ok and since <= finished <= until)
+        return sum(1 for started, finished, ok in ledger.attempts if not ok and since <= finished <= until)
 
 
 def psql(url, sql):

@@ -496,6 +496,12 @@ up() {
         print_urls
         return 0
     fi
+    # A directory the two-node layout left has its own passwords in its
+    # clusters: configuring over it would lock the new settings out of them.
+    if [[ -e $conf/pgbouncer.ini && ! -e $conf/pgbouncer2.ini ]]; then
+        echo "local.sh: $dir holds the earlier two-node layout; run deploy/ha/local.sh down first" >&2
+        return 1
+    fi
     [[ -e $conf/pgbouncer2.ini ]] || configure
 
     # Every member before the wait: one member alone has no quorum.

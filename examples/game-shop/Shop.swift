@@ -30,10 +30,25 @@ struct Shop {
             throw UsageError("no item \(item) in the shop; it sells \(catalog.keys.sorted().joined(separator: ", "))")
         }
         // The order is on disk before the wallet hears of it: a shop that dies
-        // mid-sale finds it pending and repeats its steps with the same keys.
-        state.sales.append(Sale(order: order, userID: userID, item: item, price: price, holdID: nil, status: .pending))
-        let index = state.sales.count - 1
-        try save(state)
+        // mid-sale is run again with the same order, finds it pending and
+        // repeats its steps with the same keys (the wallet replays the ones
+        // that already ran).
+        let index: Int
+        if let known = state.sales.firstIndex(where: { $0.order == order }) {
+            let sale = state.sales[known]
+            guard sale.userID == userID, sale.item == item else {
+                throw UsageError("order \(order) is \(sale.item) for \(sale.userID)")
+            }
+            guard sale.status == .pending else {
+                print("order \(order) has ended: \(sale.status.rawValue)")
+                return
+            }
+            index = known
+        } else {
+            state.sales.append(Sale(order: order, userID: userID, item: item, price: price, holdID: nil, status: .pending))
+            index = state.sales.count - 1
+            try save(state)
+        }
 
         let hold: WriteResult<HoldResponse>
         do {
@@ -55,7 +70,13 @@ struct Shop {
         do {
             try deliver(item, to: userID)
         } catch let failure as DeliveryFailed {
-            let released = try await wallet.releaseHold(id: hold.hold.id, idempotencyKey: "\(order):release")
+            let released: WriteResult<HoldReleaseResponse>
+            do {
+                released = try await wallet.releaseHold(id: hold.hold.id, idempotencyKey: "\(order):release")
+            } catch is HoldNotActiveError {
+                // The hold ran out first: nothing is held for it any more.
+                return try await undoDelivery(of: index, state: &state, saving: save, because: "delivery failed: \(failure)")
+            }
             state.sales[index].status = .released
             state.sales[index].note = "delivery failed: \(failure)"
             try save(state)
