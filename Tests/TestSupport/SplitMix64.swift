@@ -1,6 +1,6 @@
 /// SplitMix64 (Steele, Lea, Flood 2014): a tiny PRNG, so the mutations are
 /// the same on every run and every machine.
-public struct SplitMix64: Sendable {
+public struct SplitMix64: RandomNumberGenerator, Sendable {
     private var state: UInt64
 
     public init(seed: UInt64) {

@@ -27,7 +27,7 @@ struct EventDeliveryAcceptanceTests {
     @Test func everyEventReachesTheGameServerThroughFaults() throws {
         let rig = try AcceptanceRig()
         defer { rig.stop() }
-        var random = SeededGenerator(seed: 20_261_207)
+        var random = SplitMix64(seed: 20_261_207)
         var driver = AcceptanceDriver(rig: rig)
         var failingSince = Date()
         for index in 0..<Self.operations {
@@ -115,19 +115,6 @@ func waitUntil(_ seconds: Double, _ done: () throws -> Bool) rethrows -> Bool {
         Thread.sleep(forTimeInterval: 0.05)
     }
     return try done()
-}
-
-/// A small deterministic generator, so a failing run can be replayed.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }
 
 /// `wallet serve` with both stores' fakes, a webhook endpoint at a receiver,
@@ -272,7 +259,7 @@ struct AcceptanceDriver {
         self.rig = rig
     }
 
-    mutating func step(_ random: inout SeededGenerator) throws {
+    mutating func step(_ random: inout SplitMix64) throws {
         counter += 1
         let player = EventDeliveryAcceptanceTests.players.randomElement(using: &random)!
         switch Int.random(in: 0..<100, using: &random) {
