@@ -8,8 +8,9 @@ the release service, seeds wallets, then for each scenario runs wrk against
 the service and pgbench with two references for the same operation, on the
 same cluster: the floor (the minimal correct one-transaction SQL on minimal
 tables of its own, bench/sql/floor-*.sql) and the one-transaction SQL on the
-service's own tables (bench/sql/<scenario>.sql). Prints a Markdown table and writes it to
-bench/results/latest.md; raw outputs and logs go to bench/results/last-run/.
+service's own tables (bench/sql/<scenario>.sql). Prints a Markdown table and
+writes it to bench/results/latest.md; raw outputs and logs go to
+bench/results/last-run/.
 See bench/README.md for the method and how to read the table.
 
 Settings (environment):
@@ -722,9 +723,8 @@ class Bench:
 
     def check_floor(self):
         """The floor's books after its runs: every wallet's balance is the sum
-        of its entries, no coins are left held by a hold that is gone, and
-        every wallet's held is the sum of its open holds, and every entry after
-        the seed is named by exactly one key, credit or captured hold."""
+        of its entries, its held the sum of its open holds, and every entry
+        after the seed is named by exactly one key, credit or captured hold."""
         log("checking the floor's books")
         text = self.psql(f"""
             SELECT 'wallets whose balance is not the sum of their entries: ' || count(*)
