@@ -62,7 +62,8 @@ build: deps
 # about 10 s of writes either side of the backup), then the compose files'
 # rules, the alert rules (promtool; the dashboard's metrics are checked by a
 # suite against the served /metrics) and the target graph's levels, then the
-# documentation: every shell example of README.md and docs/ run against
+# benchmark floor's SQL on a PostgreSQL of its own (bench/test_floor.py, no
+# load; seconds), then the documentation: every shell example of README.md and docs/ run against
 # `wallet serve` and its output compared (about 20 s), and `make docs`.
 test: deps
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
@@ -85,6 +86,7 @@ test: deps
 	promtool check rules deploy/prometheus/wallet-alerts.yml
 	promtool test rules deploy/prometheus/wallet-alerts.test.yml
 	$(SWIFT) package dump-package | /usr/bin/python3 Scripts/check-layers.py
+	/usr/bin/python3 bench/test_floor.py
 	/usr/bin/python3 Scripts/check-doc-examples.py --wallet .build/debug/wallet
 	$(MAKE) --no-print-directory docs
 
