@@ -11,7 +11,8 @@
 -- wallet.post_entries: the write path never waits on a rollup row.
 --
 -- Lock order: the job takes wallet.console_rollup_state's row first (one
--- job at a time, across instances), then writes only its own tables.
+-- step at a time, across instances; a step that finds it taken does
+-- nothing), then writes only its own tables.
 -- wallet.purge_events (14_keys_and_upkeep.sql) reads the watermark and
 -- never deletes an event above it.
 
@@ -115,8 +116,13 @@ DECLARE
     v_through BIGINT;
     v_taken   INTEGER;
 BEGIN
-    -- First the lock, so the bound below is read after an earlier run's commit.
-    SELECT s.rolled_through INTO STRICT v_from FROM wallet.console_rollup_state s FOR UPDATE;
+    -- First the lock, so the bound below is read after an earlier step's
+    -- commit. A step of another instance holding it has this one's work in
+    -- hand: nothing to do (and no wait past the writers' lock timeout).
+    SELECT s.rolled_through INTO v_from FROM wallet.console_rollup_state s FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
     v_visible := wallet.events_visible_through();
     SELECT max(t.id), count(*) INTO v_through, v_taken
     FROM (SELECT v.id FROM wallet.events v WHERE v.id > v_from AND v.id <= v_visible ORDER BY v.id LIMIT p_limit) t;

@@ -745,8 +745,8 @@ extension Ledger {
 
     /// One step of the console's rollup job (`wallet.roll_up_console`):
     /// rolls up at most `limit` events past its watermark, keeps the balance
-    /// lists, and returns how many events it took. Steps of several
-    /// instances take turns on the watermark's row.
+    /// lists, and returns how many events it took: 0 when another
+    /// instance's step holds the watermark's row (it has the work in hand).
     public func rollUpConsole(limit: Int = Ledger.consoleRollupStepEventsMax) throws -> Int {
         precondition(limit > 0, "a step takes at least one event")
         return try writeBounded(.statement, pool: pool, metrics: metrics, deadline: .now + .seconds(30)) {
