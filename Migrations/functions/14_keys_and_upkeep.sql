@@ -80,11 +80,15 @@ $$;
 -- oldest goes, and only ids the feed can see (wallet.events_visible_through:
 -- below it, every event that will exist has committed), so an event is
 -- never deleted while one before it may still come; the horizon records the
--- last id deleted, and a cursor below it is expired.
+-- last id deleted, and a cursor below it is expired. Nor does an event go
+-- before the console's rollups have taken it (wallet.roll_up_console, in
+-- 20_console_rollups.sql): their watermark only rises, so the one read here
+-- may be behind, never ahead.
 CREATE OR REPLACE FUNCTION wallet.purge_events(p_before TIMESTAMPTZ, p_limit INTEGER) RETURNS INTEGER
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_visible BIGINT := wallet.events_visible_through();
+    v_visible BIGINT := least(wallet.events_visible_through(),
+                              (SELECT s.rolled_through FROM wallet.console_rollup_state s));
     v_through BIGINT;
     v_count   INTEGER;
 BEGIN

@@ -5,10 +5,11 @@ package import ServiceSupport
 package import WalletStore
 
 /// Background work on one thread: bring the schema up (retrying with
-/// backoff while the database is unreachable), then purge expired
-/// idempotency records, events and unclaimed purchases past their
-/// retention in small rounds, and read how many purchases wait unclaimed
-/// and how the database's WAL archiving stands, for /metrics.
+/// backoff while the database is unreachable), then advance the console's
+/// rollups and purge expired idempotency records, events and unclaimed
+/// purchases past their retention, each in bounded steps, and read how
+/// many purchases wait unclaimed and how the database's WAL archiving
+/// stands, for /metrics.
 package final class Upkeep: Sendable {
     /// Which idempotency records and events go, and how much of them at a time.
     package struct Purge: Sendable {
@@ -90,6 +91,9 @@ package final class Upkeep: Sendable {
         guard readiness.isSchemaReady else { return }
         // First, so that a long purge never delays it.
         if let archive = try? ledger.walArchiveStatus() { metrics.setWALArchive(archive) }
+        // Before the event purge, which never passes the rollups' watermark.
+        let rolled = rollUpConsole(stopping)
+        if rolled > 0 { logger.info("console rollups advanced", ["rollup.events": String(rolled)]) }
         let keys = purgeInRounds(stopping) {
             try ledger.purgeIdempotencyKeys(olderThanHours: purge.retentionHours, limit: purge.roundRowsMax)
         }
@@ -107,6 +111,25 @@ package final class Upkeep: Sendable {
         }
         if unclaimed > 0 { logger.warning("unclaimed purchases deleted after their retention", ["purge.rows": String(unclaimed)]) }
         if let waiting = try? ledger.unclaimedPurchases() { metrics.setUnclaimed(waiting) }
+    }
+
+    /// Steps of the console's rollup job until one takes less than a full
+    /// step, at most `roundsMax`; returns how many events they took. What
+    /// is left is the console's tail until the next run.
+    private func rollUpConsole(_ stopping: () -> Bool) -> Int {
+        var total = 0
+        for _ in 0..<purge.roundsMax {
+            guard !stopping() else { break }
+            do {
+                let taken = try ledger.rollUpConsole()
+                total += taken
+                if taken < Ledger.consoleRollupStepEventsMax { break }
+            } catch {
+                logger.warning("console rollup step failed", ["error": String(reflecting: error)])
+                break
+            }
+        }
+        return total
     }
 
     /// Runs `round` until it deletes less than a full round, at most

@@ -168,38 +168,47 @@ public struct ConsoleStore: Sendable {
     /// purchases' credit entries; debited and refunded are the debit and
     /// refund entries, as positive numbers. Grants, revokes and refund
     /// reversals are left out of the chart.
+    ///
+    /// What grows with the ledger comes from rollups (`wallet.console_totals`
+    /// and `wallet.console_balances`, Migrations/functions/20_console_rollups.sql):
+    /// entries and purchases per day, and the balance lists, each read with
+    /// what the rollup job has not taken yet in one snapshot, so the numbers
+    /// are a direct aggregation's. The rest is read over the window through
+    /// an index and grows with the stores' traffic in it, not with the
+    /// ledger: consumption requests (one per refund request), notifications
+    /// (a few per purchase through a store, BRIN on received_at), and
+    /// refused notifications (at most 10,000 rows of each kind are kept).
     static func overview(days: Int, on connection: Connection) throws -> Overview {
         let window = "(now() AT TIME ZONE 'UTC')::date - \(days - 1)"
         let start = "((\(window))::timestamp AT TIME ZONE 'UTC')"
-        let totals = try connection.query("""
-            WITH sums AS (
-                SELECT (e.created_at AT TIME ZONE 'UTC')::date AS day,
-                       coalesce(sum(e.amount) FILTER (WHERE e.kind = \(literal: EntryKind.credit)), 0) AS credited,
-                       coalesce(-sum(e.amount) FILTER (WHERE e.kind = \(literal: EntryKind.debit)), 0) AS debited,
-                       coalesce(-sum(e.amount) FILTER (WHERE e.kind = \(literal: EntryKind.refund)), 0) AS refunded
-                FROM wallet.entries e
-                WHERE e.created_at >= \(unsafeSQL: start)
-                  AND e.kind IN (\(literals: [EntryKind.credit, .debit, .refund]))
-                GROUP BY 1
-            )
-            SELECT d::date, coalesce(s.credited, 0)::bigint, coalesce(s.debited, 0)::bigint,
-                   coalesce(s.refunded, 0)::bigint
-            FROM generate_series(\(unsafeSQL: window), (now() AT TIME ZONE 'UTC')::date, INTERVAL '1 day') d
-            LEFT JOIN sums s ON s.day = d::date
+        var totals: [String: DayTotals] = [:]
+        var purchases: Int64 = 0
+        var refunds: Int64 = 0
+        let calendar = try connection.query("""
+            SELECT d::date FROM generate_series(\(unsafeSQL: window), (now() AT TIME ZONE 'UTC')::date, INTERVAL '1 day') d
             ORDER BY d
-            """).map {
-            DayTotals(day: try $0.decode(String.self, at: 0), credited: try $0.decode(Int64.self, at: 1),
-                      debited: try $0.decode(Int64.self, at: 2), refunded: try $0.decode(Int64.self, at: 3))
+            """).map { try $0.decode(String.self, at: 0) }
+        for day in calendar { totals[day] = DayTotals(day: day, credited: 0, debited: 0, refunded: 0) }
+        let since = calendar.first ?? ""
+        for row in try connection.query("""
+            SELECT day::text, kind, amount::bigint, entries FROM wallet.console_totals(\(since)::date)
+            """) {
+            let day = try row.decode(String.self, at: 0)
+            let amount = try row.decode(Int64.self, at: 2), entries = try row.decode(Int64.self, at: 3)
+            switch try row.decodeIfPresent(EntryKind.self, at: 1) {
+            case nil: purchases += entries
+            case .credit?: totals[day]?.credited += amount
+            case .debit?: totals[day]?.debited -= amount
+            case .refund?: totals[day]?.refunded -= amount; refunds += entries
+            default: break
+            }
         }
-        let counts = try connection.query("""
-            SELECT (SELECT count(*) FROM wallet.credits WHERE created_at >= \(unsafeSQL: start)),
-                   (SELECT count(*) FROM wallet.entries
-                    WHERE kind = \(literal: EntryKind.refund) AND created_at >= \(unsafeSQL: start)),
-                   (SELECT count(*) FROM wallet.outbox
-                    WHERE kind = \(literal: OutboxKind.appStoreConsumption) AND created_at >= \(unsafeSQL: start))
-            """)[0]
-        let largest = try wallets("ORDER BY balance DESC, user_id, currency", on: connection)
-        let negative = try wallets("WHERE balance < 0 ORDER BY balance, user_id, currency", on: connection)
+        let consumptionRequests = try connection.query("""
+            SELECT count(*) FROM wallet.outbox
+            WHERE kind = \(literal: OutboxKind.appStoreConsumption) AND created_at >= \(unsafeSQL: start)
+            """)[0].decode(Int64.self, at: 0)
+        let largest = try balances("largest", on: connection)
+        let negative = try balances("negative", on: connection)
         let outcomes: [Count<AppStoreNotificationOutcome>] = try self.counts("""
             SELECT outcome, count(*) FROM wallet.appstore_notifications
             WHERE received_at >= \(unsafeSQL: start) GROUP BY outcome ORDER BY outcome
@@ -224,15 +233,15 @@ public struct ConsoleStore: Sendable {
             Refused(receivedAt: try $0.decode(Date.self, at: 0), reason: try $0.decode(RefusalReason.self, at: 1),
                     appleSigned: try $0.decode(Bool.self, at: 2), refusals: try $0.decode(Int64.self, at: 3))
         }
-        return Overview(days: totals, purchases: try counts.decode(Int64.self, at: 0),
-                        refunds: try counts.decode(Int64.self, at: 1),
-                        consumptionRequests: try counts.decode(Int64.self, at: 2),
+        return Overview(days: calendar.compactMap { totals[$0] }, purchases: purchases, refunds: refunds,
+                        consumptionRequests: consumptionRequests,
                         largestBalances: largest, mostNegativeBalances: negative, notificationOutcomes: outcomes,
                         refusedReasons: refused, recentRefused: recent, googleNotificationOutcomes: google)
     }
 
-    private static func wallets(_ order: String, on connection: Connection) throws -> [WalletRow] {
-        try connection.query("SELECT user_id, currency, balance FROM wallet.wallets \(unsafeSQL: order) LIMIT 10").map {
+    /// A balance list of `wallet.console_balances`: `largest` or `negative`.
+    private static func balances(_ list: String, on connection: Connection) throws -> [WalletRow] {
+        try connection.query("SELECT user_id, currency, balance FROM wallet.console_balances(\(list))").map {
             WalletRow(userID: try $0.decode(String.self, at: 0), currency: try $0.decode(String.self, at: 1),
                       balance: try $0.decode(Int64.self, at: 2))
         }
@@ -728,6 +737,20 @@ extension Ledger {
     public func console<T>(deadline: ContinuousClock.Instant, _ body: (ConsoleQueries) throws -> T) throws -> T {
         try readBounded(pool: pool, metrics: metrics, deadline: deadline) {
             try body(ConsoleQueries(connection: $0, metrics: metrics))
+        }
+    }
+
+    /// Events the console's rollup job takes in one transaction, at most.
+    public static let consoleRollupStepEventsMax = 50_000
+
+    /// One step of the console's rollup job (`wallet.roll_up_console`):
+    /// rolls up at most `limit` events past its watermark, keeps the balance
+    /// lists, and returns how many events it took: 0 when another
+    /// instance's step holds the watermark's row (it has the work in hand).
+    public func rollUpConsole(limit: Int = Ledger.consoleRollupStepEventsMax) throws -> Int {
+        precondition(limit > 0, "a step takes at least one event")
+        return try writeBounded(.statement, pool: pool, metrics: metrics, deadline: .now + .seconds(30)) {
+            try $0.query("SELECT wallet.roll_up_console(\(limit))")[0].decode(Int.self, at: 0)
         }
     }
 

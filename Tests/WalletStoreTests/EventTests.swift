@@ -116,6 +116,10 @@ struct EventTests {
         #expect(ids.count == 3)
         // Nothing is older than a day: nothing goes.
         #expect(try EventStore.purge(olderThanDays: 1, limit: 100, on: connection) == 0)
+        // Nothing the console's rollups have not taken goes.
+        #expect(try connection.query("SELECT wallet.purge_events(now() + interval '1 day', 2)")[0]
+            .decode(Int.self, at: 0) == 0)
+        try connection.query("SELECT wallet.roll_up_console(100)")
         // Everything is older than a day from now: the oldest two go (a
         // limit of two), and a cursor behind them is expired.
         #expect(try connection.query("SELECT wallet.purge_events(now() + interval '1 day', 2)")[0]
