@@ -6,8 +6,9 @@ package import WalletStore
 
 /// Background work on one thread: bring the schema up (retrying with
 /// backoff while the database is unreachable), then advance the console's
-/// rollups and purge expired idempotency records, events and unclaimed
-/// purchases past their retention, each in bounded steps, and read how
+/// rollups every few seconds, and on the purge interval purge expired
+/// idempotency records, events and unclaimed purchases past their
+/// retention, each in bounded steps, and read how
 /// many purchases wait unclaimed and how the database's WAL archiving
 /// stands, for /metrics.
 package final class Upkeep: Sendable {
@@ -58,9 +59,15 @@ package final class Upkeep: Sendable {
     package func start() {
         state.startThread(name: "wallet-upkeep") { [self] stopping in
             bringSchemaUp(stopping)
+            var purgeDue = clock.now
             while !stopping() {
-                purgeExpired(stopping)
-                state.pause(seconds: purge.intervalSeconds, on: clock)
+                if clock.now >= purgeDue {
+                    purgeExpired(stopping)
+                    purgeDue = clock.now + .seconds(purge.intervalSeconds)
+                } else if readiness.isSchemaReady {
+                    logRolledUp(rollUpConsole(stopping))
+                }
+                state.pause(seconds: min(Self.rollupIntervalSeconds, purge.intervalSeconds), on: clock)
             }
         }
     }
@@ -92,8 +99,7 @@ package final class Upkeep: Sendable {
         // First, so that a long purge never delays it.
         if let archive = try? ledger.walArchiveStatus() { metrics.setWALArchive(archive) }
         // Before the event purge, which never passes the rollups' watermark.
-        let rolled = rollUpConsole(stopping)
-        if rolled > 0 { logger.info("console rollups advanced", ["rollup.events": String(rolled)]) }
+        logRolledUp(rollUpConsole(stopping))
         let keys = purgeInRounds(stopping) {
             try ledger.purgeIdempotencyKeys(olderThanHours: purge.retentionHours, limit: purge.roundRowsMax)
         }
@@ -111,6 +117,16 @@ package final class Upkeep: Sendable {
         }
         if unclaimed > 0 { logger.warning("unclaimed purchases deleted after their retention", ["purge.rows": String(unclaimed)]) }
         if let waiting = try? ledger.unclaimedPurchases() { metrics.setUnclaimed(waiting) }
+    }
+
+    /// How often the console's rollups catch up between purges: the
+    /// overview adds every event above their watermark itself, so at a few
+    /// thousand writes a second a minute's wait would leave it a tail of
+    /// hundreds of thousands of rows to read on every view.
+    static let rollupIntervalSeconds = 5.0
+
+    private func logRolledUp(_ rolled: Int) {
+        if rolled > 0 { logger.info("console rollups advanced", ["rollup.events": String(rolled)]) }
     }
 
     /// Steps of the console's rollup job until one takes less than a full
