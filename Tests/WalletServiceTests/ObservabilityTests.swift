@@ -110,4 +110,31 @@ struct ObservabilityTests {
         #expect(Self.value(#"wallet_coins_total{kind="debited"}"#, in: text) == 31)
         #expect(Self.value(#"wallet_coins_total{kind="refunded"}"#, in: text) == 0)
     }
+
+    /// The ledger verifier of the real binary: how far it checked, and the
+    /// violations it found, counted on /metrics.
+    @Test func theVerifierReportsHowFarItCheckedAndCountsViolations() throws {
+        let databaseURL = TestService.conninfo(try TestDatabase.make())
+        let (server, port, _) = try StallTests.serve(databaseURL: databaseURL, users: ["vera"],
+                                                     extra: ["WALLET_VERIFY_INTERVAL_SECONDS": "1"])
+        defer { server.kill() }
+        let connection = try Connection(options: .init(conninfo: databaseURL))
+        defer { connection.close() }
+        let entry = try connection.query("SELECT max(id) FROM wallet.entries")[0].decode(Int64.self, at: 0)
+        #expect(waitFor(seconds: 30) {
+            Self.value("wallet_verified_entry_id", in: (try? Self.metrics(port: port)) ?? "") == Double(entry)
+        })
+        #expect(Self.value("wallet_invariant_violations_total", in: try Self.metrics(port: port)) == 0)
+
+        // A new entry, changed behind the triggers' back.
+        try connection.query("SELECT * FROM wallet.grant_coins('vera', 5, 'coin', 'late', 'tests')")
+        try connection.execute("SET session_replication_role = replica")
+        try connection.execute("UPDATE wallet.entries SET amount = amount + 1 WHERE reference = 'late'")
+        #expect(waitFor(seconds: 30) {
+            (Self.value("wallet_invariant_violations_total", in: (try? Self.metrics(port: port)) ?? "") ?? 0) > 0
+        })
+        // The checkpoint stays before the changed entry.
+        #expect(Self.value("wallet_verified_entry_id", in: try Self.metrics(port: port)) == Double(entry))
+        #expect(server.output.contains("ledger invariant violated"))
+    }
 }
