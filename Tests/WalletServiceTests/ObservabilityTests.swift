@@ -40,7 +40,7 @@ struct ObservabilityTests {
                        #"wallet_appstore_notifications_total{outcome="refused",reason="malformed"}"#,
                        #"wallet_appstore_consumption_total{outcome="failed"}"#, "wallet_writer_queue_depth_fullest",
                        "wallet_wal_archive_enabled", "wallet_wal_archive_failures_total",
-                       "wallet_wal_archive_pending_bytes"] {
+                       "wallet_wal_archive_pending_bytes", "wallet_invariant_violations_total"] {
             #expect(Self.value(series, in: text) == 0, "\(series)")
         }
         #expect(Self.value("wallet_ready", in: text) == 1)
