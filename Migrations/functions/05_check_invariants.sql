@@ -220,7 +220,9 @@ LANGUAGE sql STABLE AS $$
     LEFT JOIN (SELECT y.* FROM wallet.events y WHERE (p_users IS NULL OR (y.user_id = ANY (p_users) AND y.currency = ANY (p_currencies)))) v
       ON v.entry_id = e.id AND v.type <> 'balance.negative' AND v.amount = e.amount
      AND v.balance_after = e.balance_after AND v.user_id = e.user_id
-    WHERE (p_entries IS NULL OR e.id = ANY (p_entries)) AND e.id >= (SELECT min(x.entry_id) FROM wallet.events x WHERE (p_users IS NULL OR (x.user_id = ANY (p_users) AND x.currency = ANY (p_currencies))))
+    -- (Entries passed in are told by events by the caller's choice.)
+    WHERE (p_entries IS NULL OR e.id = ANY (p_entries))
+      AND (p_entries IS NOT NULL OR e.id >= (SELECT min(x.entry_id) FROM wallet.events x))
     GROUP BY e.id, e.user_id, e.currency
     HAVING count(v.id) <> 1
     UNION ALL

@@ -127,7 +127,7 @@ struct ObservabilityTests {
         #expect(Self.value("wallet_invariant_violations_total", in: try Self.metrics(port: port)) == 0)
 
         // A new entry, changed behind the triggers' back.
-        try connection.query("SELECT * FROM wallet.grant_coins('vera', 5, 'coin', 'late', 'tests')")
+        try connection.query("SELECT * FROM wallet.grant_coins('vera', 5, 'coin', 'tests', 'tests', 'late')")
         try connection.execute("SET session_replication_role = replica")
         try connection.execute("UPDATE wallet.entries SET amount = amount + 1 WHERE reference = 'late'")
         #expect(waitFor(seconds: 30) {

@@ -11,7 +11,7 @@ import TestSupport
 struct IncrementalCheckTests {
     func grant(_ connection: Connection, _ user: String, _ amount: Int, _ reference: String) throws {
         try connection.query(PostgresQuery(unsafeSQL:
-            "SELECT * FROM wallet.grant_coins('\(user)', \(amount), 'coin', '\(reference)', 'tests')"))
+            "SELECT * FROM wallet.grant_coins('\(user)', \(amount), 'coin', 'tests', 'tests', '\(reference)')"))
     }
 
     /// Changes an entry behind the append-only trigger's back.
@@ -109,8 +109,10 @@ struct IncrementalCheckTests {
     /// checkpoint finds what the full one finds, nothing when it is clean.
     @Test func incrementalAndFullAgreeOverEveryKindOfRow() throws {
         let connection = try Connection(options: try TestDatabase.make())
-        try connection.execute("INSERT INTO wallet.check_checkpoints (through_event_id, through_entry_id, mode, "
-                               + "duration_milliseconds) VALUES (0, 0, 'full', 0)")
+        try connection.execute("""
+            INSERT INTO wallet.check_checkpoints (through_event_id, through_entry_id, mode, duration_milliseconds)
+            VALUES (0, 0, 'full', 0)
+            """)
         try connection.query("""
             SELECT * FROM wallet.credit_many(ARRAY[
                 ROW('tests', 'f-1', 'ann', 'guodong600', 1, NULL, 'caller', NULL, NULL)::wallet.credit_operation,
