@@ -115,11 +115,14 @@ struct ObservabilityTests {
     /// violations it found, counted on /metrics.
     @Test func theVerifierReportsHowFarItCheckedAndCountsViolations() throws {
         let databaseURL = TestService.conninfo(try TestDatabase.make())
-        let (server, port, _) = try StallTests.serve(databaseURL: databaseURL, users: ["vera"],
-                                                     extra: ["WALLET_VERIFY_INTERVAL_SECONDS": "1"])
-        defer { server.kill() }
         let connection = try Connection(options: .init(conninfo: databaseURL))
         defer { connection.close() }
+        try connection.query("SELECT * FROM wallet.grant_coins('vera', 100, 'coin', 'tests', 'tests', 'setup')")
+        let server = try ServerProcess(binary: CommandLineTests.walletBinary, environment: ChaosRun.walletEnvironment([
+            "WALLET_DATABASE_URL": databaseURL, "WALLET_LISTEN": "127.0.0.1:0", "WALLET_CREDIT_VERIFICATION": "caller",
+            "WALLET_VERIFY_INTERVAL_SECONDS": "1"]), capturingLog: true)
+        defer { server.kill() }
+        let port = try server.waitForPort()
         let entry = try connection.query("SELECT max(id) FROM wallet.entries")[0].decode(Int64.self, at: 0)
         #expect(waitFor(seconds: 30) {
             Self.value("wallet_verified_entry_id", in: (try? Self.metrics(port: port)) ?? "") == Double(entry)
@@ -135,6 +138,6 @@ struct ObservabilityTests {
         })
         // The checkpoint stays before the changed entry.
         #expect(Self.value("wallet_verified_entry_id", in: try Self.metrics(port: port)) == Double(entry))
-        #expect(server.output.contains("ledger invariant violated"))
+        #expect(waitFor(seconds: 10) { server.output.contains("ledger invariant violated") }, "\(server.output)")
     }
 }
