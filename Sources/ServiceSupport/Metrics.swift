@@ -119,6 +119,10 @@ package final class Metrics: Sendable, StoreMetrics {
         var unclaimed = UnclaimedPurchases(count: 0, oldestSeconds: 0)
         /// The database's WAL archiving, as upkeep last read it; nil until then.
         var walArchive: WALArchiveStatus?
+        /// Violations the ledger verifier found, summed over its rounds.
+        var invariantViolations: UInt64 = 0
+        /// The last entry the verifier's checkpoint reached; 0 until one has.
+        var verifiedEntryID: Int64 = 0
     }
 
     /// How applying one Google Play void ended, for
@@ -265,6 +269,15 @@ package final class Metrics: Sendable, StoreMetrics {
     /// Keeps the unclaimed purchases' count and oldest age for the next scrape.
     package func setUnclaimed(_ unclaimed: UnclaimedPurchases) {
         state.withLock { $0.unclaimed = unclaimed }
+    }
+
+    /// Counts what one round of the ledger verifier found, and keeps the
+    /// last entry its checkpoint reached (nil: none yet).
+    package func recordLedgerCheck(violations: Int, verifiedEntryID: Int64?) {
+        state.withLock { state in
+            state.invariantViolations += UInt64(violations)
+            if let verifiedEntryID { state.verifiedEntryID = max(state.verifiedEntryID, verifiedEntryID) }
+        }
     }
 
     /// Keeps the WAL archiver's state for the next scrape.
@@ -476,6 +489,12 @@ package final class Metrics: Sendable, StoreMetrics {
         out += "# TYPE wallet_unclaimed_purchase_oldest_seconds gauge\n"
         out += "wallet_unclaimed_purchase_oldest_seconds \(snapshot.unclaimed.oldestSeconds)\n"
         walArchive(&out, snapshot.walArchive)
+        out += "# HELP wallet_invariant_violations_total Ledger invariant violations the verifier found, counted each round "
+            + "that finds them.\n"
+        out += "# TYPE wallet_invariant_violations_total counter\n"
+        out += "wallet_invariant_violations_total \(snapshot.invariantViolations)\n"
+        out += "# HELP wallet_verified_entry_id The last entry id the verifier's clean checks reached; 0 until one has.\n"
+        out += "# TYPE wallet_verified_entry_id gauge\nwallet_verified_entry_id \(snapshot.verifiedEntryID)\n"
         counters(&out, name: "wallet_coins_total", help: "Coins moved by the service, by kind, counted after COMMIT.",
                  label: "kind", values: snapshot.coins)
         out += "# HELP wallet_ready 1 when the service is ready (as /readyz answers 200), else 0.\n"

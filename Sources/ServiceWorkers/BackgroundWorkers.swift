@@ -7,8 +7,8 @@ package import WalletStore
 
 /// Every background thread of `serve`: upkeep (the schema, then the
 /// idempotency, event and delivery purges), the stores' scheduled sweeps,
-/// the outbox sender, hold expiry and webhook delivery, each started and
-/// stopped together.
+/// the outbox sender, hold expiry, webhook delivery and the ledger
+/// verifier, each started and stopped together.
 package final class BackgroundWorkers: Sendable {
     /// What the workers are built from, read by the composition root from
     /// its configuration, which checked every value.
@@ -27,11 +27,14 @@ package final class BackgroundWorkers: Sendable {
         /// Minutes between Google Play voided-purchases sweeps; 0 is off.
         package var voidedPollMinutes: Int
         package var webhooks: WebhookSender.Settings
+        /// Seconds between the ledger verifier's checks; 0 is off.
+        package var verifyIntervalSeconds: Int
 
         package init(migrate: Bool, purge: Upkeep.Purge, holdSweepIntervalSeconds: Double, holdSweepWalletsMax: Int,
                      reconcileIntervalMinutes: Int, appleEnvironments: [Environment], consumptionConsent: Bool,
                      refundPreference: ConsumptionAnswer.Preference, voidedPollMinutes: Int,
-                     webhooks: WebhookSender.Settings) {
+                     webhooks: WebhookSender.Settings, verifyIntervalSeconds: Int) {
+            self.verifyIntervalSeconds = verifyIntervalSeconds
             self.webhooks = webhooks
             self.migrate = migrate
             self.purge = purge
@@ -55,6 +58,8 @@ package final class BackgroundWorkers: Sendable {
     private let holdSweeper: HoldSweeper
     private let webhooks: WebhookSender
     private let upkeep: Upkeep
+    /// The ledger verifier, when its interval is not 0.
+    private let verifier: LedgerVerifier?
 
     /// A store's client is nil when that store is not set up. Schedules and
     /// pauses run on `clock`. `afterSchema` is what must be read once the
@@ -95,6 +100,9 @@ package final class BackgroundWorkers: Sendable {
                                  clock: clock, logger: logger)
         upkeep = Upkeep(ledger: ledger, readiness: readiness, migrate: settings.migrate, purge: settings.purge,
                         metrics: metrics, clock: clock, logger: logger, afterSchema: afterSchema)
+        verifier = settings.verifyIntervalSeconds == 0 ? nil
+            : LedgerVerifier(ledger: ledger, readiness: readiness, intervalSeconds: Double(settings.verifyIntervalSeconds),
+                             metrics: metrics, clock: clock, logger: logger)
     }
 
     package func start() {
@@ -104,6 +112,7 @@ package final class BackgroundWorkers: Sendable {
         outbox?.start()
         holdSweeper.start()
         webhooks.start()
+        verifier?.start()
     }
 
     /// Stops every thread and waits for each, at most 10 seconds.
@@ -113,6 +122,7 @@ package final class BackgroundWorkers: Sendable {
         outbox?.stop()
         holdSweeper.stop()
         webhooks.stop()
+        verifier?.stop()
         upkeep.stop()
     }
 }

@@ -74,6 +74,9 @@ public struct Configuration: Sendable {
     /// How long events are kept for the feed and webhooks (the ledger keeps
     /// every entry for good); a cursor older than this is 410.
     public var eventRetentionDays = 30
+    /// Seconds between the verifier's incremental ledger checks in `serve`
+    /// (WALLET_VERIFY_INTERVAL_SECONDS); 0 turns the verifier off.
+    public var verifyIntervalSeconds = 60
     /// How long a purchase that names no known player is kept for its
     /// player to claim.
     public var unclaimedRetentionDays = 90

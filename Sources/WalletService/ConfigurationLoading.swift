@@ -239,6 +239,7 @@ extension Configuration {
             variable("WALLET_EVENTS_RETENTION_DAYS", \.eventRetentionDays, 1...3_650, field: "eventRetentionDays"),
             variable("WALLET_UNCLAIMED_RETENTION_DAYS", \.unclaimedRetentionDays, 1...3_650,
                      field: "unclaimedRetentionDays"),
+            variable("WALLET_VERIFY_INTERVAL_SECONDS", \.verifyIntervalSeconds, 0...86_400, field: "verifyIntervalSeconds"),
             variable("WALLET_GRANT_MAX_AMOUNT", \.grantAmountMax, 1...1_000_000_000_000, field: "grantAmountMax"),
             variable("WALLET_WEBHOOKS_THREADS", \.webhookThreads, 1...64, field: "webhookThreads"),
             variable("WALLET_WEBHOOKS_TIMEOUT_SECONDS", \.webhookTimeoutSeconds, 1...60, field: "webhookTimeoutSeconds"),

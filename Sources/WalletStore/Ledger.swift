@@ -103,9 +103,10 @@ public final class Ledger: Sendable {
         var writerConfiguration = poolConfiguration
         writerConfiguration.maximumConnections = configuration.writers
         writerPool = ConnectionPool(configuration: writerConfiguration, logger: databaseLogger)
-        // Two: one start-up migration and one reconciliation sweep.
+        // Three: one start-up migration or sweep, and the ledger verifier's
+        // check (which may take minutes) beside one of them.
         var sessionConfiguration = poolConfiguration
-        sessionConfiguration.maximumConnections = 2
+        sessionConfiguration.maximumConnections = 3
         sessionConfiguration.connection.conninfo = configuration.sessionConninfo ?? configuration.conninfo
         // A migration waits for the locks it needs, within its own deadline.
         sessionConfiguration.connection.lockTimeoutMilliseconds = 0

@@ -322,7 +322,7 @@ class WalletServer:
         return result.stdout.strip().splitlines()[-1].strip()
 
     def wallet_check(self):
-        return subprocess.run([self.wallet, "check"], env=self.env, cwd=self.work, capture_output=True, text=True,
+        return subprocess.run([self.wallet, "check", "--full"], env=self.env, cwd=self.work, capture_output=True, text=True,
                               timeout=120)
 
     def conninfo(self):

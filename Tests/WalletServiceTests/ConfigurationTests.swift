@@ -209,7 +209,7 @@ struct ConfigurationTests {
 
     @Test func limitsOutOfRangeStopStartUpNamingTheirVariable() throws {
         let read = Configuration.integerSettings.filter { $0.variable != nil }
-        #expect(read.count == 25)
+        #expect(read.count == 26)
         for setting in read {
             let name = try #require(setting.variable)
             let allowed = setting.allowed(in: try Configuration.load(environment: [:]))

@@ -100,7 +100,7 @@ struct EventDeliveryAcceptanceTests {
         for row in balances {
             #expect(sums[row[0]] == Int64(row[1]), "\(row[0]): events add up to \(sums[row[0]] ?? 0), balance \(row[1])")
         }
-        let check = try rig.walletCommand(["check"])
+        let check = try rig.walletCommand(["check", "--full"])
         #expect(check.status == 0, "\(check.output)\(check.error)")
     }
 

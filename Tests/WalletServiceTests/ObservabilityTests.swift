@@ -40,7 +40,7 @@ struct ObservabilityTests {
                        #"wallet_appstore_notifications_total{outcome="refused",reason="malformed"}"#,
                        #"wallet_appstore_consumption_total{outcome="failed"}"#, "wallet_writer_queue_depth_fullest",
                        "wallet_wal_archive_enabled", "wallet_wal_archive_failures_total",
-                       "wallet_wal_archive_pending_bytes"] {
+                       "wallet_wal_archive_pending_bytes", "wallet_invariant_violations_total"] {
             #expect(Self.value(series, in: text) == 0, "\(series)")
         }
         #expect(Self.value("wallet_ready", in: text) == 1)
@@ -109,5 +109,35 @@ struct ObservabilityTests {
         // One debit of 1 (the helper's amount) and a capture of 30.
         #expect(Self.value(#"wallet_coins_total{kind="debited"}"#, in: text) == 31)
         #expect(Self.value(#"wallet_coins_total{kind="refunded"}"#, in: text) == 0)
+    }
+
+    /// The ledger verifier of the real binary: how far it checked, and the
+    /// violations it found, counted on /metrics.
+    @Test func theVerifierReportsHowFarItCheckedAndCountsViolations() throws {
+        let databaseURL = TestService.conninfo(try TestDatabase.make())
+        let connection = try Connection(options: .init(conninfo: databaseURL))
+        defer { connection.close() }
+        try connection.query("SELECT * FROM wallet.grant_coins('vera', 100, 'coin', 'tests', 'tests', 'setup')")
+        let server = try ServerProcess(binary: CommandLineTests.walletBinary, environment: ChaosRun.walletEnvironment([
+            "WALLET_DATABASE_URL": databaseURL, "WALLET_LISTEN": "127.0.0.1:0", "WALLET_CREDIT_VERIFICATION": "caller",
+            "WALLET_VERIFY_INTERVAL_SECONDS": "1"]), capturingLog: true)
+        defer { server.kill() }
+        let port = try server.waitForPort()
+        let entry = try connection.query("SELECT max(id) FROM wallet.entries")[0].decode(Int64.self, at: 0)
+        #expect(waitFor(seconds: 30) {
+            Self.value("wallet_verified_entry_id", in: (try? Self.metrics(port: port)) ?? "") == Double(entry)
+        })
+        #expect(Self.value("wallet_invariant_violations_total", in: try Self.metrics(port: port)) == 0)
+
+        // A new entry, changed behind the triggers' back.
+        try connection.query("SELECT * FROM wallet.grant_coins('vera', 5, 'coin', 'tests', 'tests', 'late')")
+        try connection.execute("SET session_replication_role = replica")
+        try connection.execute("UPDATE wallet.entries SET amount = amount + 1 WHERE reference = 'late'")
+        #expect(waitFor(seconds: 30) {
+            (Self.value("wallet_invariant_violations_total", in: (try? Self.metrics(port: port)) ?? "") ?? 0) > 0
+        })
+        // The checkpoint stays before the changed entry.
+        #expect(Self.value("wallet_verified_entry_id", in: try Self.metrics(port: port)) == Double(entry))
+        #expect(waitFor(seconds: 10) { server.output.contains("ledger invariant violated") }, "\(server.output)")
     }
 }

@@ -165,7 +165,7 @@ struct RefundOrderTests {
         #expect(try credit("b-2").status == 201)
         #expect(try balance() == paidCoins(1200))
 
-        let check = try runProcess([CommandLineTests.walletBinary, "check"],
+        let check = try runProcess([CommandLineTests.walletBinary, "check", "--full"],
                                    environment: ChaosRun.walletEnvironment(["WALLET_DATABASE_URL": binary.url]))
         #expect(check.status == 0, "\(check.output)\(check.error)")
     }

@@ -57,7 +57,7 @@ struct RefundRaceTests {
         #expect(try number("SELECT count(*) FROM wallet.appstore_refund_states WHERE notification_type = 'REFUND'")
             == count)
         #expect(try number("SELECT count(*) FROM wallet.wallets WHERE user_id LIKE 'racer-%' AND balance <> 0") == 0)
-        let check = try runProcess([CommandLineTests.walletBinary, "check"],
+        let check = try runProcess([CommandLineTests.walletBinary, "check", "--full"],
                                    environment: ChaosRun.walletEnvironment(["WALLET_DATABASE_URL": url]))
         #expect(check.status == 0, "\(check.output)\(check.error)")
 

@@ -74,7 +74,7 @@ struct StallTests {
 
     /// Polls `condition` every 20 ms until it holds or `seconds` pass.
     static func check(databaseURL: String) throws -> (status: Int32, output: String) {
-        let result = try runProcess([CommandLineTests.walletBinary, "check"],
+        let result = try runProcess([CommandLineTests.walletBinary, "check", "--full"],
                                     environment: ChaosRun.walletEnvironment(["WALLET_DATABASE_URL": databaseURL]))
         return (result.status, result.output + result.error)
     }

@@ -1159,7 +1159,7 @@ extension Array {
 }
 
 /// Runs an admin script with the real `psql`, as its header says to.
-private struct PSQL {
+struct PSQL {
     enum Failure: Error, CustomStringConvertible {
         case notInstalled
         case timedOut(script: String, seconds: Int)

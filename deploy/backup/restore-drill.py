@@ -195,7 +195,7 @@ def present(found, ledger, reference):
 
 def wallet_check(wallet, cluster):
     environment = {**os.environ, "WALLET_DATABASE_URL": cluster.url, "WALLET_DATABASE_SESSION_URL": cluster.url}
-    result = run([wallet, "check"], env=environment, timeout=CHECK_SECONDS_MAX, check=False)
+    result = run([wallet, "check", "--full"], env=environment, timeout=CHECK_SECONDS_MAX, check=False)
     return result.returncode, (result.stdout + result.stderr).strip()
 
 

@@ -580,7 +580,7 @@ def drill(arguments, kinds):
                          ("doubled", attribute(report["doubled"], ledger, report["faults"]))):
         for fault, count in zip(report["faults"], counts):
             fault[name] = count
-    check = run([wallet, "check"], env=wallet_env, check=False)
+    check = run([wallet, "check", "--full"], env=wallet_env, check=False)
     report["check"] = (check.returncode, (check.stdout + check.stderr).strip())
     # The primary archives to the same repository: a forced WAL switch must
     # reach it.
