@@ -224,7 +224,7 @@ public struct LedgerStore: Sendable {
 
     /// The balances of every user in `userIDs`, one row per wallet, in
     /// currency order within each user, read by `wallet.balances`
-    /// (Migrations/functions/20_balances.sql), whose plan stays on the
+    /// (Migrations/functions/22_balances.sql), whose plan stays on the
     /// indexes, JIT-free, whether or not the tables were ever analyzed.
     static func balances(of userIDs: [String], on connection: Connection) throws -> [UserBalance] {
         try connection.prepared("""
