@@ -19,7 +19,10 @@ Settings (environment):
   BENCH_WRK_THREADS      wrk threads (2)
   BENCH_PGBENCH_CLIENTS  pgbench client counts to try for each reference, best one wins (8,32)
   BENCH_WARMUP_SECONDS   unmeasured load before the first scenario (3)
-  BENCH_SCENARIOS        subset to run, e.g. debit-spread,read-spread (all)
+  BENCH_SCENARIOS        subset to run, e.g. debit-spread,read-spread (all);
+                         read-unanalyzed, never part of all, reads balances on
+                         a freshly loaded database before and after ANALYZE
+  BENCH_UNANALYZED_WALLETS  wallets of that database (200000)
   BENCH_KEEP             1 keeps the temporary cluster directory
   BENCH_PG_BIN           PostgreSQL binaries (/usr/lib/postgresql/15/bin)
   BENCH_PREVIOUS         a git revision or a wallet binary: measure that release
@@ -120,6 +123,9 @@ class Scenario:
     floor_sql: str = ""
     floor_variables: dict = field(default_factory=dict)
 
+
+# Run only when named in BENCH_SCENARIOS (see Bench.measure_unanalyzed).
+READ_UNANALYZED = "read-unanalyzed"
 
 SCENARIOS = [
     Scenario("debit-spread", "debit, 2,000 wallets", "debit_spread.lua", "debit_spread.sql",
@@ -483,11 +489,17 @@ class Bench:
         self.pg_bin = Path(os.environ.get("BENCH_PG_BIN", "/usr/lib/postgresql/15/bin"))
         self.swift = os.environ.get("SWIFT", "swift")
         wanted = [s.strip() for s in os.environ.get("BENCH_SCENARIOS", "").split(",") if s.strip()]
-        known = {s.name for s in SCENARIOS}
+        known = {s.name for s in SCENARIOS} | {READ_UNANALYZED}
         for name in wanted:
             if name not in known:
                 sys.exit(f"BENCH_SCENARIOS: unknown scenario {name}; known: {', '.join(sorted(known))}")
         self.scenarios = [s for s in SCENARIOS if not wanted or s.name in wanted]
+        self.unanalyzed_wallets = env_int("BENCH_UNANALYZED_WALLETS", 200_000, 1_000, 10_000_000)
+        self.measure_unanalyzed_too = READ_UNANALYZED in wanted
+        # Per service measured: (label, never analyzed, analyzed), and the
+        # services started for it, stopped by cleanup.
+        self.unanalyzed = []
+        self.unanalyzed_services = []
 
         self.run_tag = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
         self.as_root = os.geteuid() == 0
@@ -681,10 +693,13 @@ class Bench:
         env.update(env_extra or {})
         return self.run([str(service.binary)] + arguments, timeout_seconds, env=env, check=check)
 
-    def make_keys_and_seed(self, service):
+    def make_keys(self, service):
         for name, scopes in (("bench-credit", "credit,read"), ("bench-debit", "debit,read")):
             output = self.wallet_command(service, ["keys", "create", "--name", name, "--scopes", scopes], 60).stdout
             service.keys[name] = output.strip().splitlines()[-1].strip()
+
+    def make_keys_and_seed(self, service):
+        self.make_keys(service)
         self.seed(service.database)
 
     def seed_reference(self):
@@ -806,13 +821,13 @@ class Bench:
             raise BenchError(f"{' '.join(arguments)} exited {status}:\n{text[-3000:]}")
         return text
 
-    def wrk(self, service, scenario, seconds, tag, meter):
+    def wrk(self, service, scenario, seconds, tag, meter, wallets=WALLETS):
         env = dict(os.environ)
         env.update({
             "BENCH_CREDIT_KEY": service.keys["bench-credit"],
             "BENCH_DEBIT_KEY": service.keys["bench-debit"],
             "BENCH_RUN_TAG": tag,
-            "BENCH_WALLETS": str(WALLETS),
+            "BENCH_WALLETS": str(wallets),
             "BENCH_HOT_WALLET": HOT_WALLET,
         })
         arguments = ["wrk", f"-t{self.wrk_threads}", f"-c{self.connections}", f"-d{seconds}s", "--latency",
@@ -857,6 +872,8 @@ class Bench:
                              f"WHERE {column} LIKE '{tag}-%'"))
 
     def measure(self):
+        if not self.scenarios:
+            return
         meters = {service.database: CPUMeter(service.process.pid, self.postmaster_pid) for service in self.services}
         if self.warmup_seconds > 0:
             warmup = next((s for s in self.scenarios if s.name == "debit-spread"), self.scenarios[0])
@@ -1000,6 +1017,72 @@ class Bench:
         return {"events": events, "pages": pages, "seconds": seconds,
                 "events_per_second": events / seconds if seconds > 0 else 0.0}
 
+    def measure_unanalyzed(self):
+        """Balance reads over `unanalyzed_wallets` wallets loaded a moment
+        ago, whose tables were never analyzed, then the same after ANALYZE,
+        for each release measured, each on a database of its own."""
+        scenario = next(s for s in SCENARIOS if s.name == "read-spread")
+        for source in ([self.previous] if self.previous else []) + [self.current]:
+            service = ServiceUnderTest(f"{source.label}, {self.unanalyzed_wallets:,} wallets",
+                                       binary=source.binary, database=f"{source.database}_unanalyzed")
+            self.unanalyzed_services.append(service)
+            self.psql(f"CREATE DATABASE {service.database}", database="postgres")
+            self.start_service(service)
+            self.make_keys(service)
+            self.seed_unanalyzed(service.database)
+            meter = CPUMeter(service.process.pid, self.postmaster_pid)
+            measured = []
+            for state in ("never analyzed", "analyzed"):
+                if state == "analyzed":
+                    self.psql("ANALYZE wallet.wallets, wallet.lots, wallet.holds, wallet.entries",
+                              database=service.database)
+                statistics = int(self.psql("SELECT count(*) FROM pg_stats WHERE schemaname = 'wallet' AND "
+                                           "tablename IN ('wallets', 'lots', 'holds', 'entries')",
+                                           database=service.database))
+                if (statistics == 0) != (state == "never analyzed"):
+                    raise BenchError(f"{service.database}: {statistics} rows of statistics while {state}")
+                tag = f"{READ_UNANALYZED}-{self.run_tag}-{len(self.unanalyzed)}-{len(measured)}"
+                if self.warmup_seconds > 0:
+                    log(f"{READ_UNANALYZED}: {service.label}, {state}: {self.warmup_seconds} s unmeasured")
+                    self.wrk(service, scenario, self.warmup_seconds, f"{tag}-warmup", meter,
+                             wallets=self.unanalyzed_wallets)
+                self.psql("CHECKPOINT")
+                log(f"{READ_UNANALYZED}: {service.label}, {state}: wrk -t{self.wrk_threads} "
+                    f"-c{self.connections} -d{self.seconds}s")
+                measured.append(self.wrk(service, scenario, self.seconds, tag, meter,
+                                         wallets=self.unanalyzed_wallets))
+            self.stop_service(service)
+            before, after = measured
+            self.unanalyzed.append((service.label, before, after))
+            log(f"{READ_UNANALYZED}: {service.label}: never analyzed {before.ops:,.0f}/s "
+                f"(p99 {before.p99_ms:.2f} ms), analyzed {after.ops:,.0f}/s (p99 {after.p99_ms:.2f} ms), "
+                f"never analyzed ÷ analyzed {before.ops / after.ops if after.ops else 0:.2f}")
+
+    def seed_unanalyzed(self, database):
+        """u0 … u<N-1>, each with 1,000 coins in one lot after one grant,
+        written set-based the way a bulk load or a restore writes them:
+        nothing analyzes the tables, and autovacuum is kept off them so that
+        nothing does until the runner does. Triggers and foreign-key checks
+        are off while loading (the rows keep every constraint); as nothing
+        tells the events, this database is not given to `wallet check`."""
+        wallets = self.unanalyzed_wallets
+        log(f"{READ_UNANALYZED}: loading {wallets:,} wallets into {database}, autovacuum off for them")
+        tables = ("wallets", "entries", "lots", "holds", "idempotency_keys")
+        self.psql("".join(f"ALTER TABLE wallet.{table} SET (autovacuum_enabled = off); " for table in tables)
+                  + f"""
+            SET session_replication_role = replica;
+            INSERT INTO wallet.wallets (user_id, currency, balance)
+                SELECT 'u' || g, 'coin', 1000 FROM generate_series(0, {wallets - 1}) g;
+            INSERT INTO wallet.entries (user_id, currency, amount, balance_after, kind, reference, client)
+                SELECT 'u' || g, 'coin', 1000, 1000, 'grant', 'bench-' || g, 'bench'
+                FROM generate_series(0, {wallets - 1}) g;
+            INSERT INTO wallet.lots (user_id, currency, source, paid, amount, remaining)
+                SELECT 'u' || g, 'coin', 'grant', FALSE, 1000, 1000 FROM generate_series(0, {wallets - 1}) g;
+            """, timeout_seconds=1800, database=database)
+        # Reading every row once sets its hint bits, a cost of the first
+        # reads after any load that is not what is measured here.
+        self.psql("SELECT count(*) FROM wallet.wallets; SELECT count(*) FROM wallet.lots", database=database)
+
     def measure_slow_clients(self, stalled_count=50):
         """Opens connections that each send half a request and stall, then
         times one normal read beside them (the service must not wait on them)."""
@@ -1070,7 +1153,7 @@ class Bench:
         if self.load_process is not None and self.load_process.poll() is None:
             self.load_process.kill()
             self.load_process.wait(timeout=10)
-        for service in self.services:
+        for service in self.services + self.unanalyzed_services:
             try:
                 self.stop_service(service)
             except Exception as error:  # keep cleaning up
@@ -1080,10 +1163,11 @@ class Bench:
         except Exception as error:
             log(f"stopping PostgreSQL: {error}")
         if self.temp_dir is not None:
-            for service in self.services:
+            for service in self.services + self.unanalyzed_services:
                 if service.log_path is not None and service.log_path.exists():
                     shutil.copy(service.log_path, RAW_DIR / ("service.log" if service is self.current
-                                                             else "service-previous.log"))
+                                                             else "service-previous.log" if service is self.previous
+                                                             else f"service-{service.database}.log"))
             if (self.temp_dir / "postgres.log").exists():
                 shutil.copy(self.temp_dir / "postgres.log", RAW_DIR / "postgres.log")
             if self.keep:
@@ -1112,6 +1196,8 @@ class Bench:
         if self.with_floor:
             self.seed_floor()
         self.measure()
+        if self.measure_unanalyzed_too:
+            self.measure_unanalyzed()
         if self.measure_events_too:
             self.measure_events()
         self.measure_slow_clients()
@@ -1221,7 +1307,7 @@ def report(bench):
     if committed:
         lines.append("Rows the service committed under each run's references: " + "; ".join(committed) + ".")
         lines.append("")
-    if bench.previous:
+    if bench.previous and bench.results:
         lines.append(f"Against the {bench.previous.label}, in this run:")
         lines.append("")
         lines.append("| scenario | previous ops/s | this ops/s | change | pairs' changes | previous p99 ms | this p99 ms |")
@@ -1257,6 +1343,19 @@ def report(bench):
                      f"{events.get('receiver_cores', 0.0):.2f} cores). The feed, one reader from cursor 0: "
                      f"{number(feed['events'])} events in {feed['seconds']:.2f} s ({feed['pages']} pages), "
                      f"{number(feed['events_per_second'])} events/s.")
+        lines.append("")
+    if bench.unanalyzed:
+        lines.append(f"Balance reads (`read_spread.lua` over {number(bench.unanalyzed_wallets)} wallets) on a database "
+                     f"loaded a moment before, its tables never analyzed, then the same database after ANALYZE:")
+        lines.append("")
+        lines.append("| release | never analyzed ops/s | p99 ms | non-2xx | analyzed ops/s | p99 ms | non-2xx "
+                     "| never analyzed ÷ analyzed |")
+        lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for label, before, after in bench.unanalyzed:
+            ratio = f"{before.ops / after.ops:.2f}" if after.ops else "n/a"
+            lines.append(f"| {label} | {number(before.ops)} | {milliseconds(before.p99_ms)} | "
+                         f"{before.failures + before.socket_errors} | {number(after.ops)} | "
+                         f"{milliseconds(after.p99_ms)} | {after.failures + after.socket_errors} | {ratio} |")
         lines.append("")
     if bench.slow_client_ms is not None:
         lines.append(f"A normal read beside 50 clients that each sent half a request and stalled: "
@@ -1328,6 +1427,12 @@ def targets(bench):
         rate = bench.events["feed"]["events_per_second"]
         rows.append(("the feed serves ≥ 20,000 events/s to one reader", f"{number(rate)}/s",
                      verdict(rate >= 20_000)))
+    if bench.unanalyzed:
+        _, before, after = bench.unanalyzed[-1]
+        ratio = before.ops / after.ops if after.ops else 0.0
+        rows.append(("balance reads never analyzed within 10% of analyzed", f"{ratio:.2f}", verdict(ratio >= 0.9)))
+        bad = sum(m.failures + m.socket_errors for m in (before, after))
+        rows.append(("zero non-2xx in this build's read-unanalyzed runs", str(bad), verdict(bad == 0)))
     reads = by_name.get("read-spread")
     if reads is not None:
         rows.append(("balance reads ≥ 25k/s", f"{number(reads.service.ops)}/s",

@@ -157,6 +157,7 @@ class ReportTests(unittest.TestCase):
         bench.results = [self.result("debit-spread", 12_000, 6_000, 4_000),
                          self.result("debit-hot", 16_000, 1_600, 1_000, p99_ms=30.0)]
         bench.rss_peak_kb, bench.events, bench.seconds, bench.connections = None, None, 10, 64
+        bench.unanalyzed = []
         rows = self.rows(bench)
         self.assertEqual(rows["debit spread ≥ 2.5× the floor (4× the aim)"],
                          "| debit spread ≥ 2.5× the floor (4× the aim) | 2.00× (own tables 3.00×) | NOT met |")

@@ -177,6 +177,18 @@ public final class Connection: @unchecked Sendable {
         try run(query, prepared: true)
     }
 
+    /// Runs `body` and returns, with its result, the texts of the NOTICEs
+    /// the server sent meanwhile (at most 10,000), which are dropped
+    /// otherwise: for a test that reads what the server reports, such as
+    /// auto_explain's plans.
+    public func collectingNotices<T>(_ body: (Connection) throws -> T) rethrows -> (result: T, notices: [String]) {
+        precondition(notices.collected == nil, "collectingNotices does not nest")
+        notices.collected = []
+        defer { notices.collected = nil }
+        let result = try body(self)
+        return (result, notices.collected ?? [])
+    }
+
     /// Runs statements without results and without parameters.
     public func execute(_ query: PostgresQuery) throws(PostgresError) {
         try run(query, prepared: false)
@@ -592,10 +604,17 @@ private func withOptionalCStrings<R>(_ strings: [String?], _ body: (UnsafePointe
 /// can lose it. It is recognised by severity and SQLSTATE, which do not
 /// depend on the server's message language; any such WARNING on a
 /// statement makes its outcome unknown, which costs a retry at worst.
+///
+/// The texts of NOTICEs are kept too, only while `Connection.collectingNotices`
+/// asks for them, and at most `collectedMax` of them.
 final class Notices {
+    static let collectedMax = 10_000
+
     private(set) var commitUnconfirmed = false
     private(set) var sqlState: SQLState?
     private(set) var message = ""
+    /// NOTICE texts in arrival order while collecting; nil otherwise.
+    var collected: [String]?
 
     func reset() {
         commitUnconfirmed = false
@@ -603,6 +622,9 @@ final class Notices {
 
     func receive(_ result: OpaquePointer) {
         let severity = PQresultErrorField(result, CLibPQ_DIAG_SEVERITY_NONLOCALIZED).map { String(cString: $0) }
+        if severity == "NOTICE", let count = collected?.count, count < Self.collectedMax {
+            collected?.append(PQresultErrorField(result, CLibPQ_DIAG_MESSAGE_PRIMARY).map { String(cString: $0) } ?? "")
+        }
         let state = PQresultErrorField(result, CLibPQ_DIAG_SQLSTATE).map { SQLState(String(cString: $0)) }
         guard severity == "WARNING", let state, state == .warning || state == .adminShutdown else { return }
         commitUnconfirmed = true

@@ -223,36 +223,13 @@ public struct LedgerStore: Sendable {
     }
 
     /// The balances of every user in `userIDs`, one row per wallet, in
-    /// currency order within each user.
+    /// currency order within each user, read by `wallet.balances`
+    /// (Migrations/functions/22_balances.sql), whose plan stays on the
+    /// indexes, JIT-free, whether or not the tables were ever analyzed.
     static func balances(of userIDs: [String], on connection: Connection) throws -> [UserBalance] {
-        // Holds past their time and coins past their lot's expiry count as
-        // gone, whether or not a sweeper or a write came by; a wallet with
-        // neither is read from its row alone.
-        // Its open lots give paid and free coins and the next expiry (a
-        // wallet that never expires coins reads no lot twice).
         try connection.prepared("""
-            SELECT w.user_id, w.currency, w.balance, h.held,
-                   CASE WHEN w.next_expiry <= now() THEN wallet.expirable(w.user_id, w.currency, w.balance, h.held)
-                        ELSE 0 END,
-                   coalesce(l.paid, 0), coalesce(l.free, 0),
-                   CASE WHEN l.next_at IS NOT NULL THEN (
-                       SELECT sum(x.remaining) FROM wallet.lots x
-                       WHERE x.user_id = w.user_id AND x.currency = w.currency AND x.open
-                         AND x.expires_at = l.next_at) END::BIGINT,
-                   l.next_at
-            FROM wallet.wallets w
-            CROSS JOIN LATERAL (
-                SELECT CASE WHEN w.held = 0 THEN 0 ELSE (
-                    SELECT coalesce(sum(x.amount), 0) FROM wallet.holds x
-                    WHERE x.user_id = w.user_id AND x.currency = w.currency AND x.status = \(literal: HoldStatus.held)
-                      AND x.expires_at > now()) END::BIGINT AS held) h
-            CROSS JOIN LATERAL (
-                SELECT sum(x.remaining) FILTER (WHERE x.paid)::BIGINT AS paid,
-                       sum(x.remaining) FILTER (WHERE NOT x.paid)::BIGINT AS free,
-                       CASE WHEN w.next_expiry IS NOT NULL THEN min(x.expires_at) FILTER (WHERE x.expires_at > now())
-                       END AS next_at
-                FROM wallet.lots x WHERE x.user_id = w.user_id AND x.currency = w.currency AND x.open) l
-            WHERE w.user_id = ANY(\(userIDs)::text[]) ORDER BY w.user_id, w.currency
+            SELECT user_id, currency, balance, held, expired, paid, free, next_amount, next_at
+            FROM wallet.balances(\(userIDs)::text[]) ORDER BY user_id, currency
             """).map { row in
             let nextAmount = try row.decodeIfPresent(Int64.self, at: 7)
             let nextAt = try row.decodeIfPresent(Date.self, at: 8)

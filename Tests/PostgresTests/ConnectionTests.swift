@@ -16,6 +16,20 @@ struct ConnectionTests {
         #expect(try rows[0].decode(String.self, at: 0) == hostile)
     }
 
+    /// NOTICEs are kept, in order and NOTICEs alone, only while asked for.
+    @Test func noticesAreCollectedOnlyWhileAskedFor() throws {
+        let connection = try Connection(options: try TestDatabase.make())
+        try connection.execute("DO $$ BEGIN RAISE NOTICE 'before'; END $$")
+        let (count, notices) = try connection.collectingNotices { connection in
+            try connection.execute("DO $$ BEGIN RAISE NOTICE 'one'; RAISE INFO 'aside'; RAISE NOTICE 'two'; END $$")
+            return try connection.query("SELECT 1").count
+        }
+        #expect(count == 1)
+        #expect(notices == ["one", "two"])
+        try connection.execute("DO $$ BEGIN RAISE NOTICE 'after'; END $$")
+        #expect(connection.collectingNotices { _ in }.notices == [])
+    }
+
     @Test func decodesTypedValues() throws {
         let connection = try Connection(options: try TestDatabase.make())
         let row = try #require(try connection.query("""

@@ -36,7 +36,8 @@ extension SchemaUpgradeTests {
                 "0023_notification_credits.sql", "0024_purchase_claims.sql", "0025_unclaimed_google_purchases.sql",
                 "0026_lots.sql", "0027_expiring_lots.sql", "0028_currencies.sql",
                 "0029_spending_order.sql", "0030_bonuses_rewards_and_debt.sql", "0031_hold_lists.sql",
-                "0032_product_lines.sql", "0033_console_rollups.sql", "0034_check_checkpoints.sql"])
+                "0032_product_lines.sql", "0033_console_rollups.sql", "0034_check_checkpoints.sql",
+                "0035_table_storage.sql"])
         // Every balance, held amount, entry, credit, hold and stored answer is as it was.
         let after = try previous.snapshot()
         for (table, rows) in before {
