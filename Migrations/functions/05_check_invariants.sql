@@ -33,10 +33,18 @@ $$;
 -- plan), the planner inlines this function, folds each test away and
 -- uses the index the restriction names, so the full check's plan is the
 -- one it always was.
+--
+-- `p_events_after`, given with the entries of the events after it, keeps
+-- the check's cost to what was written since: a wallet's balance is
+-- compared with what its entry before the given ones left plus what came
+-- since, and each given entry's balance_after with its wallet's entry
+-- before it (the full check's sum and running sum, from the checkpoint), entries are matched to events after it only, and a
+-- lot's whole history (lot_matches_its_entries) is left to the full
+-- check. What this cannot see is a row changed before the checkpoint.
 CREATE OR REPLACE FUNCTION wallet.invariant_violations(
     p_users TEXT[] DEFAULT NULL, p_currencies TEXT[] DEFAULT NULL, p_entries BIGINT[] DEFAULT NULL,
     p_flow_nos TEXT[] DEFAULT NULL, p_holds BIGINT[] DEFAULT NULL, p_lots BIGINT[] DEFAULT NULL,
-    p_since TIMESTAMPTZ DEFAULT NULL)
+    p_since TIMESTAMPTZ DEFAULT NULL, p_events_after BIGINT DEFAULT NULL)
 RETURNS TABLE (invariant TEXT, subject TEXT, detail TEXT)
 LANGUAGE sql STABLE AS $$
     -- A wallet's balance is the sum of its entries.
@@ -46,7 +54,23 @@ LANGUAGE sql STABLE AS $$
     LEFT JOIN (SELECT e.user_id, e.currency, sum(e.amount) AS total
                FROM wallet.entries e WHERE (p_users IS NULL OR (e.user_id = ANY (p_users) AND e.currency = ANY (p_currencies))) GROUP BY e.user_id, e.currency) s
       ON s.user_id = w.user_id AND s.currency = w.currency
-    WHERE (p_users IS NULL OR (w.user_id = ANY (p_users) AND w.currency = ANY (p_currencies))) AND w.balance <> coalesce(s.total, 0)
+    WHERE p_events_after IS NULL
+      AND (p_users IS NULL OR (w.user_id = ANY (p_users) AND w.currency = ANY (p_currencies))) AND w.balance <> coalesce(s.total, 0)
+    UNION ALL
+    -- The same since a checkpoint, for each wallet the given entries
+    -- moved: what its entry before the first of them left, plus every
+    -- entry of it from there on.
+    SELECT 'balance_matches_ledger', w.user_id || '/' || w.currency,
+           format('balance %s, ledger sum %s', w.balance, coalesce(o.balance_after, 0) + n.total)
+    FROM (SELECT e.user_id, e.currency, min(e.id) AS first FROM wallet.entries e
+          WHERE p_events_after IS NOT NULL AND e.id = ANY (p_entries) GROUP BY e.user_id, e.currency) f
+    JOIN wallet.wallets w ON w.user_id = f.user_id AND w.currency = f.currency
+    CROSS JOIN LATERAL (SELECT sum(x.amount) AS total FROM wallet.entries x
+                        WHERE x.user_id = f.user_id AND x.currency = f.currency AND x.id >= f.first) n
+    LEFT JOIN LATERAL (SELECT x.balance_after FROM wallet.entries x
+                       WHERE x.user_id = f.user_id AND x.currency = f.currency AND x.id < f.first
+                       ORDER BY x.id DESC LIMIT 1) o ON TRUE
+    WHERE w.balance <> coalesce(o.balance_after, 0) + n.total
     UNION ALL
     -- Every entry belongs to a wallet.
     SELECT 'entry_has_wallet', e.user_id || '/' || e.currency, format('entry %s has no wallet', e.id)
@@ -60,7 +84,16 @@ LANGUAGE sql STABLE AS $$
     FROM (SELECT e.id, e.user_id, e.currency, e.balance_after,
                  sum(e.amount) OVER (PARTITION BY e.user_id, e.currency ORDER BY e.id) AS expected
           FROM wallet.entries e WHERE (p_users IS NULL OR (e.user_id = ANY (p_users) AND e.currency = ANY (p_currencies)))) c
-    WHERE c.balance_after <> c.expected
+    WHERE p_events_after IS NULL AND c.balance_after <> c.expected
+    UNION ALL
+    -- The same since a checkpoint, one step at a time from the entry before.
+    SELECT 'balance_after_chain', e.user_id || '/' || e.currency,
+           format('entry %s: balance_after %s, expected %s', e.id, e.balance_after, coalesce(b.balance_after, 0) + e.amount)
+    FROM wallet.entries e
+    LEFT JOIN LATERAL (SELECT x.balance_after FROM wallet.entries x
+                       WHERE x.user_id = e.user_id AND x.currency = e.currency AND x.id < e.id
+                       ORDER BY x.id DESC LIMIT 1) b ON TRUE
+    WHERE p_events_after IS NOT NULL AND e.id = ANY (p_entries) AND e.balance_after <> coalesce(b.balance_after, 0) + e.amount
     UNION ALL
     -- Each credit has exactly its one credit entry, for its stored amount.
     SELECT 'credit_has_one_entry', cr.flow_no,
@@ -217,7 +250,8 @@ LANGUAGE sql STABLE AS $$
     SELECT 'entry_has_event', e.user_id || '/' || e.currency,
            format('entry %s is told by %s matching events', e.id, count(v.id))
     FROM wallet.entries e
-    LEFT JOIN (SELECT y.* FROM wallet.events y WHERE (p_users IS NULL OR (y.user_id = ANY (p_users) AND y.currency = ANY (p_currencies)))) v
+    LEFT JOIN (SELECT y.* FROM wallet.events y WHERE (p_users IS NULL OR (y.user_id = ANY (p_users) AND y.currency = ANY (p_currencies)))
+                                                   AND (p_events_after IS NULL OR y.id > p_events_after)) v
       ON v.entry_id = e.id AND v.type <> 'balance.negative' AND v.amount = e.amount
      AND v.balance_after = e.balance_after AND v.user_id = e.user_id
     -- (Entries passed in are told by events by the caller's choice.)
@@ -256,7 +290,7 @@ LANGUAGE sql STABLE AS $$
                LEFT JOIN wallet.entries e ON e.id = t.entry_id AND e.user_id = x.user_id AND e.currency = x.currency
                WHERE (p_lots IS NULL OR t.lot_id = ANY (p_lots))
                GROUP BY t.lot_id) m ON m.lot_id = l.id
-    WHERE (p_lots IS NULL OR l.id = ANY (p_lots))
+    WHERE p_events_after IS NULL AND (p_lots IS NULL OR l.id = ANY (p_lots))
       AND (l.remaining <> coalesce(m.total, 0) + CASE WHEN l.entry_id IS NULL THEN l.amount ELSE 0 END
            OR NOT coalesce(m.own, TRUE) OR (l.entry_id IS NOT NULL AND coalesce(m.making, 0) <> 1))
     UNION ALL

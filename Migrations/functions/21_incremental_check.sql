@@ -13,10 +13,12 @@
 -- commits late is never behind a stored checkpoint.
 
 -- The rules of wallet.invariant_violations over what the events in
--- (p_after, p_through] touched: their wallets (balance against the sum of
--- all their entries, the whole balance_after chain, held, lots, last
--- event), their entries, the credits and holds they name, the lots their
--- entries moved, and the idempotency records written with their entries.
+-- (p_after, p_through] touched: their wallets (balance against the last
+-- entry, held, lots, last event), their entries (each against the entry
+-- before it, and told by one of those events), the credits and holds they
+-- name, what their entries took from lots, and the idempotency records
+-- written with their entries. A checking run's cost follows what was
+-- written since p_after, not the touched wallets' or lots' histories.
 -- STABLE: one snapshot, the calling statement's, for the scope and the
 -- rules. The rules run as a one-off plan with the scope as constants
 -- (EXECUTE ... USING), which is what lets the planner fold the rules'
@@ -33,7 +35,6 @@ DECLARE
     v_entries    BIGINT[];
     v_flow_nos   TEXT[];
     v_holds      BIGINT[];
-    v_lots       BIGINT[];
     v_since      TIMESTAMPTZ;
 BEGIN
     -- An entry's event is written with it, at the same now(), and so is
@@ -46,16 +47,11 @@ BEGIN
     INTO v_users, v_currencies, v_entries, v_flow_nos, v_holds, v_since
     FROM wallet.events v
     WHERE v.id > p_after AND v.id <= p_through;
-    -- The lots these entries moved; entry_lots is found by its entry
-    -- through a BRIN index, so the range bounds the pages read.
-    SELECT coalesce(array_agg(DISTINCT t.lot_id), '{}') INTO v_lots
-    FROM wallet.entry_lots t
-    WHERE t.entry_id = ANY (v_entries) AND t.entry_id >= (SELECT min(i) FROM unnest(v_entries) i);
     RETURN QUERY EXECUTE
         'SELECT v.invariant, v.subject, v.detail
          FROM wallet.invariant_violations(p_users => $1, p_currencies => $2, p_entries => $3, p_flow_nos => $4,
-                                          p_holds => $5, p_lots => $6, p_since => $7) v'
-        USING v_users, v_currencies, v_entries, v_flow_nos, v_holds, v_lots, v_since;
+                                          p_holds => $5, p_since => $6, p_events_after => $7) v'
+        USING v_users, v_currencies, v_entries, v_flow_nos, v_holds, v_since, p_after;
 END;
 $$;
 
