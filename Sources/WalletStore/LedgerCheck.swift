@@ -30,8 +30,11 @@ enum LedgerCheck {
     /// one, whose snapshot sees every event up to the bound (the feed's
     /// rule, as in `EventStore.page`). Incremental from the last checkpoint
     /// unless `full` is set, there is none yet, or events after it were
-    /// purged; a clean run stores a checkpoint through the bound.
-    static func run(full: Bool, on connection: Connection) throws -> LedgerCheckRun {
+    /// purged; a clean run stores a checkpoint through the bound. An
+    /// incremental run checks at most `eventsMax` events' worth when given
+    /// (the ids after the checkpoint up to it), and the next run goes on
+    /// from there.
+    static func run(full: Bool, eventsMax: Int64? = nil, on connection: Connection) throws -> LedgerCheckRun {
         precondition(!connection.isInTransaction, "the check reads its bound and checks in separate snapshots")
         let started = ContinuousClock.now
         guard let state = try connection.query("""
@@ -40,13 +43,14 @@ enum LedgerCheck {
             LEFT JOIN LATERAL (SELECT x.through_event_id, x.through_entry_id FROM wallet.check_checkpoints x
                                ORDER BY x.id DESC LIMIT 1) c ON TRUE
             """).single else { throw LedgerStore.StoreError.unexpectedRowCount(0, 1) }
-        let bound = try state.decode(Int64.self, at: 0)
+        let visible = try state.decode(Int64.self, at: 0)
         let purgedThrough = try state.decode(Int64.self, at: 1)
         let checkpoint = try state.decodeIfPresent(Int64.self, at: 2)
         let checkpointEntry = try state.decodeIfPresent(Int64.self, at: 3)
         // Events after the checkpoint that retention deleted can tell nothing.
         let mode: LedgerCheckRun.Mode = full || (checkpoint ?? -1) < purgedThrough ? .full : .incremental
         let after = checkpoint ?? 0
+        let bound = mode == .incremental ? eventsMax.map { min(visible, after + $0) } ?? visible : visible
         let rows = switch mode {
         case .full: try connection.query("SELECT invariant, subject, detail FROM wallet.check_invariants()")
         case .incremental: try connection.query("""
@@ -85,6 +89,14 @@ extension Ledger {
     /// service checks at a time.
     public static let verifierLockKey: Int64 = 0x7761_6C6C_6368_656B
 
+    /// At most this many events' worth a round: about 3 s of the database's
+    /// time (the check costs about 150 µs per new entry), so a service
+    /// writing more than a round's worth a minute is verified behind, as
+    /// `wallet_verified_entry_id` shows, and catches up when it is quieter,
+    /// instead of the check taking a share of the database that grows with
+    /// the write rate.
+    public static let verifierRoundEventsMax: Int64 = 20_000
+
     /// One verifier round: the check (incremental once a checkpoint exists)
     /// under the verifier's lock, on a session connection, with no
     /// statement timeout and at most `deadline`; nil when another instance
@@ -98,7 +110,9 @@ extension Ledger {
                 connection.deadline = .now + .seconds(5)
                 _ = try? connection.query("SELECT pg_advisory_unlock(\(Self.verifierLockKey)::bigint)")
             }
-            return try connection.withoutStatementTimeout { try LedgerCheck.run(full: false, on: $0) }
+            return try connection.withoutStatementTimeout {
+                try LedgerCheck.run(full: false, eventsMax: Self.verifierRoundEventsMax, on: $0)
+            }
         }
     }
 }

@@ -79,6 +79,28 @@ struct IncrementalCheckTests {
             ["balance_matches_ledger bob/coin", "balance_after_chain bob/coin"]))
     }
 
+    /// A round with a budget checks the events after its checkpoint up to
+    /// it and stores that checkpoint; the next round goes on from there.
+    @Test func aRoundWithABudgetChecksUpToItAndTheNextGoesOn() throws {
+        let connection = try Connection(options: try TestDatabase.make())
+        try grant(connection, "ann", 100, "ann-1")
+        let first = try LedgerCheck.run(full: false, eventsMax: 1, on: connection)
+        #expect(first.mode == .full && first.violations.isEmpty)
+        let start = try #require(first.throughEventID)
+        try grant(connection, "bob", 5, "bob-1")
+        try grant(connection, "cat", 5, "cat-1")
+        try tamper(connection, reference: "cat-1", amountBy: 1)
+        let bobEvent = try connection.query("SELECT max(id) FROM wallet.events WHERE user_id = 'bob'")[0]
+            .decode(Int64.self, at: 0)
+        let part = try LedgerCheck.run(full: false, eventsMax: bobEvent - start, on: connection)
+        #expect(part.mode == .incremental && part.violations.isEmpty)
+        #expect(part.throughEventID == bobEvent)
+        let rest = try LedgerCheck.run(full: false, eventsMax: 1_000, on: connection)
+        #expect(found(rest).contains("balance_matches_ledger cat/coin"))
+        #expect(!found(rest).contains { $0.hasSuffix("bob/coin") })
+        #expect(rest.throughEventID == bobEvent)
+    }
+
     /// A transaction that drew its ids before a check and commits after it
     /// is behind no checkpoint: the next run checks it.
     @Test func aWriterThatCommitsAfterTheCheckIsCheckedByTheNextRun() throws {
